@@ -1,0 +1,391 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Compose the compute manager with the mixins, and register it.
+
+:func:`activate` loads the mixins named in ``[revert_lock] mixins`` from the
+stevedore namespace, checks each against the live Nova (the guard), and,
+when every one matches code it knows, builds::
+
+    RevertLockResourceTracker(<tracker mixins>..., ResourceTracker)
+    RevertLockComputeManager(<manager mixins>..., TrackerSwap, <manager>)
+
+where ``<manager>`` is the class ``nova.service.SERVICE_MANAGERS`` names for
+nova-compute (Nova's ``ComputeManager`` unless something else was
+configured). The composed manager is published as this module's
+``RevertLockComputeManager`` attribute and ``SERVICE_MANAGERS`` points at
+it, so ``nova.service.Service.create()``, used by nova-compute and by
+Nova's own functional tests, builds it. Nova's classes are never modified.
+"""
+
+import inspect
+
+from oslo_config import cfg
+from oslo_log import log as logging
+from oslo_utils import importutils
+import stevedore
+
+from nova_revert_lock import conf as nrl_conf
+from nova_revert_lock import exception
+from nova_revert_lock import fingerprints
+from nova_revert_lock import locking
+from nova_revert_lock import mixins
+from nova_revert_lock.mixins import base
+from nova_revert_lock import releases
+
+LOG = logging.getLogger(__name__)
+
+PATCHED = 'patched'
+ALREADY_FIXED = 'already-fixed'
+REFUSED = 'refused'
+DISABLED = 'disabled'
+
+SERVICE_BINARY = 'nova-compute'
+#: dotted path of the composed manager, as SERVICE_MANAGERS holds it
+MANAGER_PATH = __name__ + '.RevertLockComputeManager'
+
+
+class ActivationReport(object):
+    """What :func:`activate` found and did.
+
+    :ivar state: ``'patched'``, ``'already-fixed'``, ``'refused'`` or
+        ``'disabled'`` (a str: ``str(report.state)`` is the word)
+    :ivar nova_version: installed Nova release string, or None
+    :ivar series: its series (``'ussuri'``), or ``'unknown'``
+    :ivar mixins: names of the mixins applied (empty unless patched)
+    :ivar problems: list of human-readable strings (why refused)
+    :ivar checks: list of :class:`~.base.MixinCheck`, one per mixin named
+    :ivar lock: how the installed tracker takes its lock, or None
+    :ivar manager: the composed manager class, or None
+    """
+
+    def __init__(self, state, nova_version=None, mixins=(), problems=(),
+                 checks=(), lock=None, manager=None):
+        self.state = state
+        self.nova_version = nova_version
+        self.series = releases.series_of(nova_version or '')
+        self.mixins = list(mixins)
+        self.problems = list(problems)
+        self.checks = list(checks)
+        self.lock = lock
+        self.manager = manager
+
+    @property
+    def standing_aside(self):
+        """Mixins whose fix the installed Nova already carries."""
+        return [c.name for c in self.checks
+                if c.outcome == base.FIXED_UPSTREAM]
+
+    def to_dict(self):
+        return {
+            'state': self.state,
+            'nova_version': self.nova_version,
+            'series': self.series,
+            'mixins': self.mixins,
+            'standing_aside': self.standing_aside,
+            'problems': self.problems,
+            'lock': self.lock,
+            'checks': [c.to_dict() for c in self.checks],
+        }
+
+    def __repr__(self):
+        return '<ActivationReport %s nova=%s mixins=%s problems=%d>' % (
+            self.state, self.nova_version, self.mixins, len(self.problems))
+
+
+class TrackerSwap(object):
+    """Give the composed manager its tracker subclass.
+
+    ``ComputeManager.__init__`` builds a plain ``ResourceTracker``; this
+    turns that very object into an instance of the composed subclass, which
+    only adds methods, so nothing the constructor set up is lost and the
+    constructor's signature (which varies by release) does not matter.
+    """
+
+    _nrl_tracker_class = None
+
+    def __init__(self, *args, **kwargs):
+        super(TrackerSwap, self).__init__(*args, **kwargs)
+        self.rt.__class__ = self._nrl_tracker_class
+
+
+class _Active(object):
+    """What activate() changed, so that deactivate() can restore it."""
+    key = None
+    report = None
+    saved_manager = None
+
+
+_ACTIVE = _Active()
+
+
+def _config_key(group):
+    return (group.enabled, tuple(group.mixins), group.on_unknown_code)
+
+
+def available_mixins():
+    """Names in the stevedore namespace, sorted."""
+    return sorted(stevedore.ExtensionManager(
+        mixins.NAMESPACE, invoke_on_load=False).names())
+
+
+def _import_nova():
+    try:
+        import nova.compute.manager  # noqa: F401
+        import nova.compute.resource_tracker  # noqa: F401
+        import nova.service  # noqa: F401
+    except ImportError as e:
+        raise exception.NovaNotAvailable(
+            'Nova cannot be imported here (%s). nova-revert-lock must be '
+            'installed into the same Python environment as nova-compute.'
+            % e)
+
+
+def _load_specs(names):
+    unknown = sorted(set(names) - set(available_mixins()))
+    if unknown:
+        raise exception.ConfigurationError(
+            '[revert_lock] mixins names unknown mixin(s) %s; available: %s'
+            % (', '.join(unknown), ', '.join(available_mixins())))
+    failures = []
+
+    def _failed(manager, entrypoint, error):
+        failures.append('mixin %s cannot be loaded: %s: %s' % (
+            entrypoint.name, type(error).__name__, error))
+
+    extensions = stevedore.NamedExtensionManager(
+        mixins.NAMESPACE, names, invoke_on_load=False, name_order=True,
+        on_load_failure_callback=_failed)
+    return [ext.plugin for ext in extensions], failures
+
+
+def _configured_manager():
+    """The class SERVICE_MANAGERS names for nova-compute (not ours)."""
+    from nova.compute import manager as nova_manager
+    from nova import service
+    path = service.SERVICE_MANAGERS.get(SERVICE_BINARY)
+    if path == MANAGER_PATH:
+        path = _ACTIVE.saved_manager
+    cls = importutils.import_class(path)
+    if not issubclass(cls, nova_manager.ComputeManager):
+        raise TypeError('%s is not a ComputeManager' % path)
+    return path, cls
+
+
+def _overridden(manager_cls, refs):
+    """Replaced/relied-on ComputeManager functions the manager overrides."""
+    from nova.compute import manager as nova_manager
+    prefix = 'nova.compute.manager:ComputeManager.'
+    found = []
+    for ref in refs:
+        if not ref.startswith(prefix):
+            continue
+        name = ref[len(prefix):]
+        if (getattr(manager_cls, name, None) is not
+                getattr(nova_manager.ComputeManager, name, None)):
+            found.append('%s overrides %s' % (manager_cls.__name__, name))
+    return found
+
+
+def evaluate(conf=None):
+    """Run the guard and compose, without registering anything.
+
+    :returns: an :class:`ActivationReport`; on ``patched`` its ``manager``
+        is the composed class
+    :raises ConfigurationError: for option values we cannot act on
+    :raises NovaNotAvailable: if Nova cannot be imported
+    """
+    conf = cfg.CONF if conf is None else conf
+    nrl_conf.register_opts(conf)
+    try:
+        group = conf.revert_lock
+        enabled, names = group.enabled, list(group.mixins)
+        group.on_unknown_code  # validate the choice now
+    except (cfg.ConfigFileValueError, ValueError) as e:
+        raise exception.ConfigurationError(
+            'invalid value in [revert_lock]: %s' % e)
+    version = releases.installed_nova_version()
+    if not enabled:
+        return ActivationReport(DISABLED, version)
+    _import_nova()
+    if not names:
+        raise exception.ConfigurationError(
+            '[revert_lock] mixins is empty; set enabled = false to run '
+            'plain nova-compute, or name mixins among: %s'
+            % ', '.join(available_mixins()))
+    specs, problems = _load_specs(names)
+    if problems:
+        return ActivationReport(REFUSED, version, problems=problems)
+
+    try:
+        manager_path, manager_cls = _configured_manager()
+    except (ImportError, TypeError) as e:
+        return ActivationReport(REFUSED, version, problems=[
+            'SERVICE_MANAGERS[%r] is unusable: %s' % (SERVICE_BINARY, e)])
+
+    checks = [spec.check() for spec in specs]
+    if all(c.outcome == base.FIXED_UPSTREAM for c in checks):
+        return ActivationReport(ALREADY_FIXED, version, checks=checks)
+    for c in checks:
+        problems.extend(c.problems)
+    try:
+        lock = locking.tracker_lock(mixins.LOCK_REFS)
+    except locking.UnknownLock as e:
+        problems.append('cannot tell how the tracker takes '
+                        'COMPUTE_RESOURCE_SEMAPHORE: %s' % e)
+        lock = None
+    applied = [(s, c) for s, c in zip(specs, checks)
+               if c.outcome == base.MATCH]
+    for spec, _check in applied:
+        problems.extend(_overridden(
+            manager_cls, spec.refs.replaces + spec.refs.relies_on))
+    if problems:
+        return ActivationReport(REFUSED, version, problems=problems,
+                                checks=checks,
+                                lock=lock.describe() if lock else None)
+
+    manager = compose(manager_cls, applied, lock)
+    return ActivationReport(
+        PATCHED, version, mixins=[s.name for s, _c in applied],
+        checks=checks, lock=lock.describe(), manager=manager)
+
+
+def compose(manager_cls, applied, lock):
+    """Build the tracker subclass and the manager class.
+
+    :param manager_cls: the compute manager class to extend
+    :param applied: list of (MixinSpec, MixinCheck) that matched
+    :param lock: the :class:`~.locking.LockSpec` of the installed tracker
+    :returns: the composed manager class
+    """
+    from nova.compute import resource_tracker
+
+    impls = [spec.implementation(check.family) for spec, check in applied]
+    tracker_mixins = tuple(i.tracker for i in impls if i.tracker)
+    namespace = {
+        '__module__': __name__,
+        # NOTE: the body of the installed drop_move_claim without its lock
+        # (the guard checked it is the code we know, and that it takes no
+        # lock itself). The lock is not reentrant, so code already holding
+        # it must call this, as upstream's fix calls _drop_move_claim.
+        '_drop_move_claim': inspect.unwrap(
+            resource_tracker.ResourceTracker.__dict__['drop_move_claim']),
+    }
+    for mixin in tracker_mixins:
+        namespace.update(locking.apply_lock(
+            ((name, getattr(mixin, name)) for name in dir(mixin)), lock))
+    tracker_cls = type('RevertLockResourceTracker',
+                       tracker_mixins + (resource_tracker.ResourceTracker,),
+                       namespace)
+    manager_mixins = tuple(i.manager for i in impls)
+    return type('RevertLockComputeManager',
+                manager_mixins + (TrackerSwap, manager_cls),
+                {'__module__': __name__, '_nrl_tracker_class': tracker_cls})
+
+
+def activate(conf=None):
+    """Apply the configured mixins to nova-compute's manager.
+
+    Calling it again with the same configuration returns the same report
+    and changes nothing; with a different configuration it starts over.
+
+    :param conf: an oslo.config ConfigOpts (default: the global CONF, on
+        which Nova registers its options)
+    :returns: :class:`ActivationReport`
+    :raises ConfigurationError: bad ``[revert_lock]`` values (nothing is
+        changed)
+    :raises NovaNotAvailable: Nova cannot be imported
+    """
+    conf = cfg.CONF if conf is None else conf
+    nrl_conf.register_opts(conf)
+    try:
+        key = _config_key(conf.revert_lock)
+    except (cfg.ConfigFileValueError, ValueError) as e:
+        raise exception.ConfigurationError(
+            'invalid value in [revert_lock]: %s' % e)
+    if _ACTIVE.report is not None:
+        if _ACTIVE.key == key:
+            return _ACTIVE.report
+        deactivate()
+
+    report = evaluate(conf)
+    if report.state == PATCHED:
+        _register(report.manager)
+    _ACTIVE.key, _ACTIVE.report = key, report
+    _log(report)
+    return report
+
+
+def _register(manager):
+    from nova import service
+    _ACTIVE.saved_manager = service.SERVICE_MANAGERS.get(SERVICE_BINARY)
+    globals()['RevertLockComputeManager'] = manager
+    service.SERVICE_MANAGERS[SERVICE_BINARY] = MANAGER_PATH
+
+
+def deactivate():
+    """Undo :func:`activate`: nova-compute gets the manager it had."""
+    if _ACTIVE.saved_manager is not None:
+        from nova import service
+        if service.SERVICE_MANAGERS.get(SERVICE_BINARY) == MANAGER_PATH:
+            service.SERVICE_MANAGERS[SERVICE_BINARY] = _ACTIVE.saved_manager
+    globals().pop('RevertLockComputeManager', None)
+    _ACTIVE.key = _ACTIVE.report = _ACTIVE.saved_manager = None
+
+
+def current_report():
+    """The report of the activation in force in this process, or None."""
+    return _ACTIVE.report
+
+
+def _log(report):
+    if report.state == PATCHED:
+        LOG.info('nova-revert-lock: applied %(mixins)s to Nova %(version)s '
+                 '(%(series)s); COMPUTE_RESOURCE_SEMAPHORE taken as the '
+                 'tracker takes it: %(lock)s%(aside)s',
+                 {'mixins': ', '.join(report.mixins),
+                  'version': report.nova_version, 'series': report.series,
+                  'lock': report.lock,
+                  'aside': ('; already fixed upstream: %s'
+                            % ', '.join(report.standing_aside)
+                            if report.standing_aside else '')})
+    elif report.state == ALREADY_FIXED:
+        LOG.info('nova-revert-lock: Nova %s (%s) already carries the fix '
+                 'for bug 1879878; standing aside', report.nova_version,
+                 report.series)
+    elif report.state == DISABLED:
+        LOG.info('nova-revert-lock: disabled by [revert_lock] enabled')
+    else:
+        LOG.error('nova-revert-lock: refused to patch Nova %s: %s',
+                  report.nova_version, '; '.join(report.problems))
+
+
+def describe_refusal(report):
+    """One paragraph for an operator: what did not match, what to do."""
+    return (
+        'nova-revert-lock refused to patch Nova %(version)s (%(series)s): '
+        '%(problems)s. The mixins only replace code they have verified, '
+        'and this Nova differs from every release they know (%(known)s '
+        'surveyed). Check that the installed Nova is a release this '
+        'version of nova-revert-lock supports (`nova-revert-lock check` '
+        'lists each function), upgrade nova-revert-lock, or set '
+        '[revert_lock] on_unknown_code = warn to start nova-compute '
+        'unpatched.' % {
+            'version': report.nova_version, 'series': report.series,
+            'problems': '; '.join(report.problems),
+            'known': _surveyed_range()})
+
+
+def _surveyed_range():
+    from nova_revert_lock import fingerprint_table
+    rel = fingerprints.sorted_releases(fingerprint_table.SURVEYED_RELEASES)
+    return '%s to %s' % (rel[0], rel[-1]) if rel else 'none'

@@ -1,0 +1,70 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The ``[revert_lock]`` configuration group.
+
+nova-compute-revert-lock reads it from Nova's own configuration files
+(``nova.conf`` and friends), so operators keep one configuration.
+"""
+
+from oslo_config import cfg
+
+GROUP = cfg.OptGroup(
+    'revert_lock',
+    title='nova-revert-lock',
+    help='Serialise resize confirm/revert with the resource tracker '
+         '(Nova bug 1879878) on Nova releases that lack the fix.')
+
+#: Every mixin this package ships, in application order. A unit test
+#: keeps it equal to the ``nova_revert_lock.compute_mixins`` entry points.
+SHIPPED_MIXINS = ['confirm', 'revert']
+
+OPTS = [
+    cfg.BoolOpt(
+        'enabled',
+        default=True,
+        help='Apply the mixins. When false, nova-compute-revert-lock runs '
+             'plain nova-compute and `nova-revert-lock check` reports '
+             '"disabled".'),
+    cfg.ListOpt(
+        'mixins',
+        default=list(SHIPPED_MIXINS),
+        help='Names of the compute manager mixins to apply, from the '
+             'nova_revert_lock.compute_mixins entry point namespace. '
+             'Default: every mixin this package ships (%s). A mixin whose '
+             'fix the installed Nova already carries stands aside.'
+             % ', '.join(SHIPPED_MIXINS)),
+    cfg.StrOpt(
+        'on_unknown_code',
+        default='fail',
+        choices=[
+            ('fail', 'nova-compute-revert-lock exits non-zero before '
+                     'nova-compute starts, saying which upstream functions '
+                     'did not match.'),
+            ('warn', 'nova-compute starts unpatched and an ERROR naming '
+                     'the functions that did not match is logged.'),
+        ],
+        help='What to do when the installed Nova has code the mixins do '
+             'not know (neither a known affected release nor one already '
+             'fixed).'),
+]
+
+
+def register_opts(conf):
+    """Register the group on ``conf``; safe to call more than once."""
+    conf.register_group(GROUP)
+    conf.register_opts(OPTS, group=GROUP)
+
+
+def list_opts():
+    """For oslo-config-generator (``--namespace nova_revert_lock``)."""
+    return [(GROUP, OPTS)]

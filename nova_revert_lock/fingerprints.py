@@ -1,0 +1,249 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Fingerprints of upstream Nova functions.
+
+A fingerprint is the SHA-256 of a function's *normalized* source: its
+decorators, signature and body as a stream of Python tokens, without
+comments, blank lines, indentation or docstrings. Two functions with the
+same fingerprint therefore do the same thing whatever their comments say,
+and any change of code, however small, changes the fingerprint.
+
+The same normalization runs on two inputs:
+
+* the live function objects of the Nova imported in this process
+  (:func:`live_fingerprint`), which is what the guard checks before it
+  replaces or relies on anything;
+* the source files of released Nova wheels (:func:`fingerprints_in_source`),
+  which is what ``tools/survey_fingerprints.py`` uses to build
+  :mod:`nova_revert_lock.fingerprint_table`.
+
+Both only use :mod:`tokenize`, so the result does not depend on the Python
+version that computes it (Train runs on 3.6, current Nova on 3.11).
+"""
+
+import ast
+import hashlib
+import importlib
+import inspect
+import io
+import textwrap
+import tokenize
+
+from nova_revert_lock import fingerprint_table
+
+_SKIPPED_TOKENS = frozenset(
+    getattr(tokenize, name) for name in (
+        'COMMENT', 'NL', 'NEWLINE', 'INDENT', 'DEDENT', 'ENCODING',
+        'ENDMARKER') if hasattr(tokenize, name))
+# Python 3.12 splits f-strings into several tokens; keep them as one.
+_FSTRING_PARTS = frozenset(
+    getattr(tokenize, name) for name in (
+        'FSTRING_START', 'FSTRING_MIDDLE', 'FSTRING_END')
+    if hasattr(tokenize, name))
+
+
+class SourceUnavailable(Exception):
+    """The source of a live function cannot be read."""
+
+
+def normalize(source):
+    """Return the normalized token text of one function's source.
+
+    :param source: source text of a single (possibly decorated) function,
+        at any indentation.
+    :returns: str, the significant tokens separated by single spaces, the
+        docstring left out.
+    """
+    source = textwrap.dedent(source)
+    tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
+    words = []
+    docstring_allowed = False
+    depth = 0
+    previous = None
+    fstring = []
+    for tok in tokens:
+        if tok.type in _FSTRING_PARTS:
+            fstring.append(tok.string)
+            if tok.type == tokenize.FSTRING_END:
+                words.append(''.join(fstring))
+                fstring = []
+            continue
+        if fstring:
+            fstring.append(tok.string)
+            continue
+        if tok.type == tokenize.INDENT and previous == ':' and depth == 0:
+            # The first statement of the body: a docstring if it is a
+            # lone string.
+            docstring_allowed = True
+            continue
+        if tok.type in _SKIPPED_TOKENS:
+            continue
+        if docstring_allowed:
+            docstring_allowed = False
+            if tok.type == tokenize.STRING and _is_lone_string(tokens, tok):
+                continue
+        if tok.string in '([{' and tok.type == tokenize.OP:
+            depth += 1
+        elif tok.string in ')]}' and tok.type == tokenize.OP:
+            depth -= 1
+        words.append(tok.string)
+        previous = tok.string
+    return ' '.join(words)
+
+
+def _is_lone_string(tokens, tok):
+    """True if ``tok`` is a string statement on its own (a docstring)."""
+    index = tokens.index(tok)
+    for following in tokens[index + 1:]:
+        if following.type == tokenize.STRING:
+            continue  # implicit concatenation
+        return following.type in (tokenize.NEWLINE, tokenize.NL)
+    return True
+
+
+def fingerprint(source):
+    """SHA-256 hex digest of the normalized source of one function."""
+    return hashlib.sha256(normalize(source).encode('utf-8')).hexdigest()
+
+
+def resolve(ref):
+    """Return the live object a reference names.
+
+    :param ref: ``'package.module:Class.attribute'``
+    :raises ImportError, AttributeError: if it does not exist.
+    """
+    module_name, _, path = ref.partition(':')
+    obj = importlib.import_module(module_name)
+    for part in path.split('.'):
+        # Use the class __dict__ so that we see what the class itself
+        # defines (a staticmethod stays a staticmethod, no descriptor
+        # magic), falling back to getattr for module attributes.
+        namespace = getattr(obj, '__dict__', {})
+        obj = namespace[part] if part in namespace else getattr(obj, part)
+    return obj
+
+
+def live_source(func):
+    """Source of a live function, decorators included.
+
+    Decorators that use :func:`functools.wraps` are looked through, so a
+    method decorated by ``utils.synchronized`` or ``wrap_exception`` gives
+    the source of the method as written, decorator lines included.
+
+    :raises SourceUnavailable: for objects without Python source (mocks,
+        builtins, modules shipped without ``.py`` files).
+    """
+    func = getattr(func, '__func__', func)
+    try:
+        return inspect.getsource(inspect.unwrap(func))
+    except (TypeError, OSError, IOError) as e:
+        raise SourceUnavailable(str(e))
+
+
+def live_fingerprint(ref):
+    """Fingerprint of the live function that ``ref`` names."""
+    return fingerprint(live_source(resolve(ref)))
+
+
+def fingerprints_in_source(source, refs):
+    """Fingerprint functions found in a module's source text.
+
+    Used by the survey tool on released Nova files; needs Python 3.8+
+    (``end_lineno``).
+
+    :param source: the module's source text
+    :param refs: iterable of ``'Class.method'`` paths within that module
+    :returns: dict mapping each path found to its fingerprint
+    """
+    tree = ast.parse(source)
+    lines = source.splitlines(True)
+    wanted = set(refs)
+    found = {}
+    for cls in tree.body:
+        if not isinstance(cls, ast.ClassDef):
+            continue
+        for node in cls.body:
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            path = '%s.%s' % (cls.name, node.name)
+            if path not in wanted:
+                continue
+            first = min([node.lineno] +
+                        [d.lineno for d in node.decorator_list])
+            text = ''.join(lines[first - 1:node.end_lineno])
+            found[path] = fingerprint(text)
+    return found
+
+
+class FunctionCheck(object):
+    """The result of checking one live function against the table.
+
+    :ivar ref: the reference checked (``module:Class.attr``)
+    :ivar fingerprint: the live fingerprint, or None
+    :ivar releases: frozenset of Nova releases that ship exactly this code
+        (empty if unknown)
+    :ivar error: why there is no fingerprint (missing, no source), or None
+    """
+
+    def __init__(self, ref, fingerprint=None, releases=frozenset(),
+                 error=None):
+        self.ref = ref
+        self.fingerprint = fingerprint
+        self.releases = frozenset(releases)
+        self.error = error
+
+    @property
+    def known(self):
+        return bool(self.releases)
+
+    def describe(self):
+        if self.error:
+            return '%s: %s' % (self.ref, self.error)
+        if self.known:
+            return '%s: matches Nova %s' % (
+                self.ref, ', '.join(sorted_releases(self.releases)))
+        return '%s: unknown code (fingerprint %s)' % (
+            self.ref, self.fingerprint[:12])
+
+    def to_dict(self):
+        return {
+            'function': self.ref,
+            'fingerprint': self.fingerprint,
+            'releases': sorted_releases(self.releases),
+            'error': self.error,
+        }
+
+
+def check(ref, table=None):
+    """Check the live function ``ref`` against the fingerprint table."""
+    table = fingerprint_table.FINGERPRINTS if table is None else table
+    try:
+        digest = live_fingerprint(ref)
+    except (ImportError, AttributeError, KeyError):
+        return FunctionCheck(ref, error='not found in the installed Nova')
+    except SourceUnavailable as e:
+        return FunctionCheck(ref, error='source unavailable (%s)' % e)
+    known = table.get(ref, {}).get(digest, ())
+    return FunctionCheck(ref, digest, known)
+
+
+def release_key(release):
+    """Sort key for Nova release strings such as ``'21.1.0'``."""
+    parts = []
+    for part in release.split('.'):
+        parts.append(int(part) if part.isdigit() else -1)
+    return parts
+
+
+def sorted_releases(releases):
+    return sorted(releases, key=release_key)

@@ -1,0 +1,61 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Compute manager mixins, one module per concern.
+
+This package's __init__ does not import Nova: it names, for each mixin,
+the upstream functions the mixin replaces and those whose behaviour it
+relies on. The guard fingerprints these, and tools/survey_fingerprints.py
+surveys them in released Nova wheels without importing Nova.
+
+The mixins themselves are found through the stevedore namespace
+:data:`NAMESPACE`; each entry point names a :class:`~.base.MixinSpec`.
+"""
+
+import collections
+
+NAMESPACE = 'nova_revert_lock.compute_mixins'
+
+_CM = 'nova.compute.manager:ComputeManager.'
+_RT = 'nova.compute.resource_tracker:ResourceTracker.'
+_INSTANCE = 'nova.objects.instance:Instance.'
+
+Refs = collections.namedtuple('Refs', ['replaces', 'relies_on'])
+
+#: Upstream functions per mixin name.
+REFS = collections.OrderedDict([
+    ('confirm', Refs(
+        replaces=(_CM + '_confirm_resize',),
+        relies_on=(_CM + 'confirm_resize',
+                   _RT + 'drop_move_claim',
+                   _RT + '_update_usage_from_migrations'))),
+    ('revert', Refs(
+        replaces=(_CM + 'revert_resize',),
+        relies_on=(_CM + 'finish_revert_resize',
+                   _RT + 'drop_move_claim',
+                   _RT + '_update_usage_from_migrations',
+                   _INSTANCE + 'revert_migration_context'))),
+])
+
+#: The functions whose lock the fix must share: the periodic task that
+#: rebuilds usage, and the claim drop whose body runs inside the new
+#: critical sections.
+LOCK_REFS = (_RT + '_update_available_resource', _RT + 'drop_move_claim')
+
+
+def all_refs():
+    """Every upstream function any mixin or the lock check looks at."""
+    refs = list(LOCK_REFS)
+    for entry in REFS.values():
+        refs.extend(entry.replaces)
+        refs.extend(entry.relies_on)
+    return sorted(set(refs))

@@ -1,0 +1,138 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""What a mixin is, and how the guard decides whether it may apply.
+
+A mixin is described by a :class:`MixinSpec`, which the stevedore
+namespace ``nova_revert_lock.compute_mixins`` names. The spec says which
+upstream functions the mixin replaces and relies on, how to recognise a
+Nova that already carries the fix, and which implementation (a compute
+manager mixin class, optionally a resource tracker mixin class) to apply
+for each release family whose code it knows.
+"""
+
+from nova_revert_lock import fingerprints
+from nova_revert_lock import mixins
+from nova_revert_lock import releases
+
+#: outcome of a mixin check
+MATCH = 'match'
+FIXED_UPSTREAM = 'fixed-upstream'
+UNKNOWN = 'unknown'
+
+
+class Implementation(object):
+    """The classes one mixin contributes for one release family.
+
+    :ivar manager: mixin class placed before Nova's ``ComputeManager``
+    :ivar tracker: mixin class placed before Nova's ``ResourceTracker`` in
+        the tracker subclass the composed manager uses, or None. Methods
+        marked with :func:`~nova_revert_lock.locking.\
+under_compute_resource_semaphore` get the installed tracker's lock.
+    """
+
+    def __init__(self, manager, tracker=None):
+        self.manager = manager
+        self.tracker = tracker
+
+
+class MixinCheck(object):
+    """The guard's verdict on one mixin against the live Nova.
+
+    :ivar name: the mixin name
+    :ivar outcome: :data:`MATCH`, :data:`FIXED_UPSTREAM` or :data:`UNKNOWN`
+    :ivar family: the series whose implementation applies (on MATCH)
+    :ivar releases: releases whose code matches every function checked
+    :ivar functions: list of :class:`~.fingerprints.FunctionCheck`
+    :ivar problems: human-readable reasons for UNKNOWN
+    """
+
+    def __init__(self, name, outcome, functions, family=None,
+                 releases=frozenset(), problems=()):
+        self.name = name
+        self.outcome = outcome
+        self.functions = functions
+        self.family = family
+        self.releases = frozenset(releases)
+        self.problems = list(problems)
+
+    def to_dict(self):
+        return {
+            'name': self.name,
+            'outcome': self.outcome,
+            'family': self.family,
+            'releases': fingerprints.sorted_releases(self.releases),
+            'functions': [f.to_dict() for f in self.functions],
+            'problems': self.problems,
+        }
+
+
+class MixinSpec(object):
+    """One mixin, as the stevedore namespace names it.
+
+    :param name: the entry point name, used in ``[revert_lock] mixins``
+    :param summary: one line for ``nova-revert-lock check``
+    :param implementations: dict series name -> :class:`Implementation`
+    :param fixed_upstream: callable returning True when the installed Nova
+        already carries this fix (decided from the code, since
+        distributions backport without changing the version)
+    """
+
+    def __init__(self, name, summary, implementations, fixed_upstream):
+        self.name = name
+        self.summary = summary
+        self.refs = mixins.REFS[name]
+        self.implementations = implementations
+        self.fixed_upstream = fixed_upstream
+
+    def check(self, table=None):
+        """Check the live Nova; return a :class:`MixinCheck`."""
+        refs = list(self.refs.replaces) + list(self.refs.relies_on)
+        functions = [fingerprints.check(ref, table) for ref in refs]
+        try:
+            fixed = self.fixed_upstream()
+        except (ImportError, AttributeError, KeyError):
+            fixed = False
+        if fixed:
+            return MixinCheck(self.name, FIXED_UPSTREAM, functions)
+        problems = [f.describe() for f in functions if not f.known]
+        common = None
+        for f in functions:
+            common = f.releases if common is None else common & f.releases
+        common = common or frozenset()
+        families = {releases.series_of(r) for r in common}
+        families &= set(self.implementations)
+        if problems or len(families) != 1:
+            if not problems:
+                problems = ['%s: the functions match no single known '
+                            'release (%s)' % (self.name, '; '.join(
+                                f.describe() for f in functions))]
+            return MixinCheck(self.name, UNKNOWN, functions,
+                              problems=problems)
+        return MixinCheck(self.name, MATCH, functions,
+                          family=families.pop(), releases=common)
+
+    def implementation(self, family):
+        return self.implementations[family]
+
+
+def calls(ref, name):
+    """True if the live function ``ref`` refers to the attribute ``name``.
+
+    Used to recognise upstream's fix from the code: a ``_confirm_resize``
+    that calls ``drop_move_claim_at_source`` carries it.
+    """
+    func = fingerprints.resolve(ref)
+    func = getattr(func, '__func__', func)
+    while hasattr(func, '__wrapped__'):
+        func = func.__wrapped__
+    return name in func.__code__.co_names

@@ -1,0 +1,152 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Confirm a resize or cold migration under the compute resource lock.
+
+Runs on the source host. Affected Nova sets the migration ``confirmed``
+and only then drops the old-flavor claim: a periodic
+``update_available_resource`` in between no longer counts the outgoing
+migration, and the drop then removes its usage a second time (negative
+usage, ``CPUUnpinningInvalid``). It also clears ``instance.old_flavor``
+first, which the periodic needs to count the migration at all.
+
+The fix, as upstream's ``drop_move_claim_at_source``: the status change,
+the old-flavor claim drop and the migration-context drop form one
+critical section under ``COMPUTE_RESOURCE_SEMAPHORE``; the stashed flavors
+are cleared only after it.
+"""
+
+from nova.compute import power_state
+from nova.compute import task_states
+from nova.compute import utils as compute_utils
+from nova.compute import vm_states
+from nova.objects import fields
+from oslo_log import log as logging
+
+from nova_revert_lock import locking
+from nova_revert_lock.mixins import base
+from nova_revert_lock import stats
+
+LOG = logging.getLogger(__name__)
+
+
+class SourceClaimDropTracker(object):
+    """Tracker side: drop the source claim as one critical section."""
+
+    @locking.under_compute_resource_semaphore
+    def drop_move_claim_at_source(self, context, instance, migration):
+        """Drop a move claim after confirming a resize or cold migration.
+
+        :param context: security context
+        :param instance: the Instance being confirmed, with ``old_flavor``
+            and ``migration_context`` still set
+        :param migration: its Migration record, status ``confirming`` or
+            ``finished``; set to ``confirmed`` here
+        """
+        with stats.critical_section('confirm'):
+            migration.status = 'confirmed'
+            migration.save()
+            self._drop_move_claim(
+                context, instance, migration.source_node,
+                instance.old_flavor, prefix='old_')
+            # NOTE: drop_move_claim reads the migration context, so it is
+            # dropped last.
+            instance.drop_migration_context()
+
+
+class ConfirmUnderLockMixin(object):
+    """Manager side: ``_confirm_resize`` calling the locked helper."""
+
+    def _confirm_resize(self, context, instance, migration=None):
+        """Destroy the source instance, then free its source usage.
+
+        Same steps, notifications and states as upstream's, except that
+        the claim is dropped through ``drop_move_claim_at_source`` and the
+        stashed flavors are kept until the claim is gone, since the
+        periodic task needs ``old_flavor`` to count the migration.
+        """
+        try:
+            self._nrl_confirm_resize(context, instance, migration)
+        finally:
+            # NOTE: upstream clears these in confirm_resize's "finally";
+            # clearing them here runs at the same point for the resource
+            # tracker: after the claim drop, whether it succeeded or not.
+            instance.old_flavor = None
+            instance.new_flavor = None
+            instance.system_metadata.pop('old_vm_state', None)
+            instance.save()
+
+    def _nrl_confirm_resize(self, context, instance, migration):
+        self._notify_about_instance_usage(context, instance,
+                                          "resize.confirm.start")
+        compute_utils.notify_about_instance_action(
+            context, instance, self.host,
+            action=fields.NotificationAction.RESIZE_CONFIRM,
+            phase=fields.NotificationPhase.START)
+
+        # Tear down networks on the source host.
+        self.network_api.setup_networks_on_host(
+            context, instance, migration.source_compute, teardown=True)
+        network_info = self.network_api.get_instance_nw_info(context,
+                                                             instance)
+        # Give the driver the old PCI devices in the VIF profiles so that it
+        # can unplug them.
+        pci_mapping = (instance.migration_context.
+                       get_pci_mapping_for_migration(True))
+        network_info = self._get_updated_nw_info_with_pci_mapping(
+            network_info, pci_mapping)
+
+        self.driver.confirm_migration(context, migration, instance,
+                                      network_info)
+
+        # Status change, old-flavor claim drop and migration-context drop,
+        # as one critical section under COMPUTE_RESOURCE_SEMAPHORE.
+        self.rt.drop_move_claim_at_source(context, instance, migration)
+
+        # The user may have powered the instance on or off since the
+        # resize, so take the vm_state from the power state; ACTIVE unless
+        # it is shut down (the power sync task mends the rest).
+        if instance.power_state == power_state.SHUTDOWN:
+            vm_state = vm_states.STOPPED
+            LOG.debug("Resized/migrated instance is powered off. "
+                      "Setting vm_state to '%s'.", vm_state,
+                      instance=instance)
+        else:
+            vm_state = vm_states.ACTIVE
+        instance.vm_state = vm_state
+        instance.task_state = None
+        instance.save(expected_task_state=[None, task_states.DELETING,
+                                           task_states.SOFT_DELETING])
+
+        self._notify_about_instance_usage(
+            context, instance, "resize.confirm.end",
+            network_info=network_info)
+        compute_utils.notify_about_instance_action(
+            context, instance, self.host,
+            action=fields.NotificationAction.RESIZE_CONFIRM,
+            phase=fields.NotificationPhase.END)
+
+
+def _fixed_upstream():
+    return base.calls('nova.compute.manager:ComputeManager._confirm_resize',
+                      'drop_move_claim_at_source')
+
+
+_IMPLEMENTATION = base.Implementation(
+    manager=ConfirmUnderLockMixin, tracker=SourceClaimDropTracker)
+
+SPEC = base.MixinSpec(
+    name='confirm',
+    summary='confirm (source): status, claim drop and migration context '
+            'under COMPUTE_RESOURCE_SEMAPHORE',
+    implementations={'train': _IMPLEMENTATION, 'ussuri': _IMPLEMENTATION},
+    fixed_upstream=_fixed_upstream)

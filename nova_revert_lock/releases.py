@@ -1,0 +1,55 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Nova releases and series, and what is installed in this process."""
+
+#: Nova major version -> OpenStack series name.
+SERIES = {
+    19: 'stein',
+    20: 'train',
+    21: 'ussuri',
+    22: 'victoria',
+    23: 'wallaby',
+    24: 'xena',
+    25: 'yoga',
+    26: 'zed',
+    27: '2023.1',
+    28: '2023.2',
+    29: '2024.1',
+    30: '2024.2',
+    31: '2025.1',
+    32: '2025.2',
+    33: '2026.1',
+    34: '2026.2',
+}
+
+
+def series_of(release):
+    """Return the series name of a Nova release string, or 'unknown'."""
+    try:
+        major = int(str(release).split('.')[0])
+    except ValueError:
+        return 'unknown'
+    return SERIES.get(major, 'unknown')
+
+
+def installed_nova_version():
+    """Version string of the Nova importable here, or None.
+
+    Reads the distribution metadata through pbr, which Nova itself uses;
+    a Nova importable from a source tree without metadata gives None.
+    """
+    try:
+        from nova import version
+        return version.version_string()
+    except Exception:  # noqa: BLE001 - any failure means "don't know"
+        return None

@@ -1,0 +1,295 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Race harness on Nova's own in-process functional framework.
+
+Everything here runs the ``nova`` installed in the test environment: its
+API, conductor, scheduler, placement fixture and two (or more) computes on
+the fake virt driver, with sqlite databases. Only these helpers are ours;
+they use nothing but the functional API client and service objects that
+every supported release has (Train's helpers differ from Ussuri's, so we
+do not use theirs).
+
+The race is provoked where the bug lives: ``Migration.save`` is wrapped
+so that, the moment a migration is persisted as ``confirmed`` or
+``reverted``, the compute that owns that step runs its
+``update_available_resource`` periodic task in another greenthread, and
+the saving greenthread waits (up to :attr:`RaceMixin.race_wait`) for that
+periodic to finish. On affected Nova the periodic runs inside the window;
+with the fix it blocks on ``COMPUTE_RESOURCE_SEMAPHORE`` until the claim
+is dropped.
+
+What the periodic saw is recorded: when the raced periodic starts
+rebuilding the books, it notes each raced operation that has set its final
+status but not yet dropped its claim (no usage decrement yet on that
+host): that is the window itself.
+"""
+
+import os
+import time
+
+import eventlet
+from oslo_config import cfg
+
+import nova
+from nova.compute import resource_tracker
+from nova.compute import rpcapi as compute_rpcapi
+from nova import context as nova_context
+from nova import objects
+from nova.tests.functional import integrated_helpers
+
+from nova_revert_lock import activation
+
+CONF = cfg.CONF
+
+FINAL_STATUSES = ('confirmed', 'reverted')
+IMAGE = '155d900f-4e14-4e4c-a73d-069cbf4541e6'
+
+
+def api_paste_config():
+    """Nova's api-paste.ini as the wheel installs it (DESIGN fact 3)."""
+    candidates = [
+        os.path.join(os.path.dirname(nova.__file__), os.pardir, os.pardir,
+                     os.pardir, os.pardir, 'etc', 'nova', 'api-paste.ini'),
+        os.path.join(os.path.dirname(nova.__file__), os.pardir, 'etc',
+                     'nova', 'api-paste.ini'),
+    ]
+    import sys
+    candidates.append(os.path.join(sys.prefix, 'etc', 'nova',
+                                   'api-paste.ini'))
+    for path in candidates:
+        if os.path.exists(path):
+            return os.path.abspath(path)
+    raise RuntimeError('api-paste.ini not found near %s' % nova.__file__)
+
+
+def nova_is_affected():
+    """True if the installed Nova lacks the fix (so a canary must fail)."""
+    report = activation.evaluate()
+    return report.state == activation.PATCHED
+
+
+class ExtensionFixtureMixin(object):
+    """Point Nova at its api-paste.ini and activate (or not) the extension.
+
+    Must come before Nova's test case in the bases. ``extension`` decides:
+    True activates before any service starts, False leaves Nova plain.
+    """
+
+    extension = True
+
+    def setUp(self):
+        CONF.set_override('api_paste_config', api_paste_config(),
+                          group='wsgi')
+        self.addCleanup(CONF.clear_override, 'api_paste_config',
+                        group='wsgi')
+        self.activation_report = None
+        if self.extension:
+            self.activation_report = activation.activate()
+            self.addCleanup(activation.deactivate)
+        super(ExtensionFixtureMixin, self).setUp()
+
+
+class RaceMixin(object):
+    """Helpers to run and race resizes; use with ProviderUsageBaseTestCase.
+
+    ``self.computes`` maps host name to compute service.
+    """
+
+    compute_driver = 'fake.MediumFakeDriver'
+    hosts = ('host1', 'host2')
+    #: seconds the saving greenthread waits for the raced periodic
+    race_wait = 0.5
+
+    def setUp(self):
+        super(RaceMixin, self).setUp()
+        self.ctxt = nova_context.get_admin_context()
+        self.computes = {}
+        for host in self.hosts:
+            self.computes[host] = self._start_compute(host)
+        self.flavor_small = self._make_flavor('nrl.small', vcpus=1,
+                                              ram=512)
+        self.flavor_large = self._make_flavor('nrl.large', vcpus=2,
+                                              ram=1024)
+        self.race_enabled = False
+        self.raced = []            # dicts: host, id, status, dropped
+        self.window_seen = []      # (host, migration id, status)
+        self.usage_at_cast = {}    # host -> vCPUs when revert casts back
+        self.periodics = []
+        self._install_race_hooks()
+
+    # -- API helpers, identical on every supported release -------------
+
+    def _make_flavor(self, name, vcpus, ram):
+        body = {'flavor': {'name': name, 'vcpus': vcpus, 'ram': ram,
+                           'disk': 1}}
+        return self.admin_api.api_post('/flavors', body).body['flavor']['id']
+
+    def _boot(self, flavor_id, host=None):
+        server = {'name': 'nrl-server', 'imageRef': IMAGE,
+                  'flavorRef': flavor_id, 'networks': 'none'}
+        if host:
+            server['availability_zone'] = 'nova:%s' % host
+        created = self.admin_api.post_server({'server': server})
+        return self._wait_status(created['id'], 'ACTIVE')
+
+    def _wait_status(self, server_id, status, timeout=20):
+        deadline = time.time() + timeout
+        while True:
+            server = self.admin_api.get_server(server_id)
+            if (server['status'] == status and
+                    server.get('OS-EXT-STS:task_state') is None):
+                return server
+            if server['status'] == 'ERROR' and status != 'ERROR':
+                self.fail('server went to ERROR: %s' % server.get('fault'))
+            if time.time() > deadline:
+                self.fail('server %s is %s/%s, not %s' % (
+                    server_id, server['status'],
+                    server.get('OS-EXT-STS:task_state'), status))
+            eventlet.sleep(0.05)
+
+    def _migration(self, server_id):
+        migrations = objects.MigrationList.get_by_filters(
+            self.ctxt, {'instance_uuid': server_id})
+        return sorted(migrations, key=lambda m: m.id)[-1]
+
+    def _wait_migration(self, server_id, status, timeout=20):
+        deadline = time.time() + timeout
+        while True:
+            migration = self._migration(server_id)
+            if migration.status == status:
+                return migration
+            if time.time() > deadline:
+                self.fail('migration is %s, not %s' % (migration.status,
+                                                       status))
+            eventlet.sleep(0.05)
+
+    def _host_of(self, server):
+        return server['OS-EXT-SRV-ATTR:host']
+
+    def resize(self, server, flavor_id):
+        self.admin_api.post_server_action(
+            server['id'], {'resize': {'flavorRef': flavor_id}})
+        return self._wait_status(server['id'], 'VERIFY_RESIZE')
+
+    def confirm(self, server):
+        self.admin_api.post_server_action(server['id'],
+                                          {'confirmResize': None})
+        self._wait_migration(server['id'], 'confirmed')
+        server = self._wait_status(server['id'], 'ACTIVE')
+        self.wait_periodics()
+        return server
+
+    def revert(self, server):
+        self.admin_api.post_server_action(server['id'],
+                                          {'revertResize': None})
+        self._wait_migration(server['id'], 'reverted')
+        server = self._wait_status(server['id'], 'ACTIVE')
+        self.wait_periodics()
+        return server
+
+    # -- books -----------------------------------------------------------
+
+    def tracker(self, host):
+        return self.computes[host].manager.rt
+
+    def vcpus_used(self, host):
+        """The tracker's in-memory vCPU usage of the host's one node."""
+        (node,) = self.tracker(host).compute_nodes.values()
+        return node.vcpus_used
+
+    def run_periodic(self, host):
+        self.computes[host].manager.update_available_resource(self.ctxt)
+
+    def wait_periodics(self):
+        for gt in self.periodics:
+            gt.wait()
+        self.periodics = []
+
+    # -- the race ----------------------------------------------------------
+
+    def raced_host(self, migration):
+        """Host whose periodic is raced when ``migration`` turns final."""
+        if migration.status == 'confirmed':
+            return migration.source_compute
+        return migration.dest_compute
+
+    def _install_race_hooks(self):
+        test = self
+        orig_save = objects.Migration.save
+        orig_usage = resource_tracker.ResourceTracker._update_usage
+        orig_instances = (
+            resource_tracker.ResourceTracker._update_usage_from_instances)
+        orig_cast = compute_rpcapi.ComputeAPI.finish_revert_resize
+
+        def in_raced_periodic():
+            return getattr(eventlet.getcurrent(), 'nrl_periodic', False)
+
+        def save(migration, *args, **kwargs):
+            status_changed = 'status' in migration.obj_what_changed()
+            orig_save(migration, *args, **kwargs)
+            if (test.race_enabled and status_changed and
+                    migration.status in FINAL_STATUSES and
+                    not in_raced_periodic()):
+                test._race(migration)
+
+        def update_usage(rt, usage, nodename, sign=1):
+            # A usage decrement outside the periodic is the claim drop of
+            # the operation being raced.
+            if sign < 0 and not in_raced_periodic():
+                for race in test.raced:
+                    if race['host'] == rt.host:
+                        race['dropped'] = True
+            return orig_usage(rt, usage, nodename, sign=sign)
+
+        def update_usage_from_instances(rt, context, instances, nodename):
+            # The periodic starts rebuilding the books, under the tracker's
+            # lock. If the raced operation has set its final status but
+            # not yet dropped its claim, the periodic is in the window.
+            if in_raced_periodic():
+                for race in test.raced:
+                    if race['host'] == rt.host and not race['dropped']:
+                        test.window_seen.append(
+                            (race['host'], race['id'], race['status']))
+            return orig_instances(rt, context, instances, nodename)
+
+        def finish_revert_resize(rpcapi, ctxt, instance, migration, *a, **kw):
+            # The destination is done: its books must be right now.
+            test.usage_at_cast[migration.dest_compute] = test.vcpus_used(
+                migration.dest_compute)
+            return orig_cast(rpcapi, ctxt, instance, migration, *a, **kw)
+
+        self.stub_out('nova.objects.Migration.save', save)
+        self.stub_out('nova.compute.resource_tracker.ResourceTracker.'
+                      '_update_usage', update_usage)
+        self.stub_out('nova.compute.resource_tracker.ResourceTracker.'
+                      '_update_usage_from_instances',
+                      update_usage_from_instances)
+        self.stub_out('nova.compute.rpcapi.ComputeAPI.finish_revert_resize',
+                      finish_revert_resize)
+
+    def _race(self, migration):
+        host = self.raced_host(migration)
+        if host not in self.computes:
+            return
+        self.raced.append({'host': host, 'id': migration.id,
+                           'status': migration.status, 'dropped': False})
+
+        def periodic():
+            eventlet.getcurrent().nrl_periodic = True
+            self.run_periodic(host)
+
+        gt = eventlet.spawn(periodic)
+        self.periodics.append(gt)
+        deadline = time.time() + self.race_wait
+        while not gt.dead and time.time() < deadline:
+            eventlet.sleep(0.01)
