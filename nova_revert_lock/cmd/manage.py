@@ -1,0 +1,145 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""nova-revert-lock: inspect the extension from the command line.
+
+``nova-revert-lock check`` reports on the Nova installed in the same
+Python environment: its release and series, what activation would do,
+each mixin and each fingerprint.
+
+Exit codes: 0 patched or already-fixed; 1 refused, disabled, or Nova not
+importable; 2 bad usage or configuration.
+"""
+
+import argparse
+import json
+import sys
+
+EXIT_OK = 0
+EXIT_NOT_PROTECTED = 1
+EXIT_USAGE = 2
+
+
+def _load_config(config_files):
+    from oslo_config import cfg
+
+    from nova_revert_lock import conf as nrl_conf
+    conf = cfg.ConfigOpts()
+    nrl_conf.register_opts(conf)
+    args = []
+    for path in config_files or ():
+        args.extend(['--config-file', path])
+    conf(args, project='nova', default_config_files=None if config_files
+         is None else [])
+    return conf
+
+
+def _short(ref):
+    return ref.split(':', 1)[1]
+
+
+def format_check_table(report):
+    from nova_revert_lock import fingerprints
+    lines = [
+        'Nova:      %s (%s)' % (report.nova_version or 'unknown',
+                                report.series),
+        'State:     %s' % report.state,
+        'Lock:      %s' % (report.lock or '-'),
+        'Applied:   %s' % (', '.join(report.mixins) or '-'),
+    ]
+    if report.standing_aside:
+        lines.append('Fixed upstream (standing aside): %s'
+                     % ', '.join(report.standing_aside))
+    for check in report.checks:
+        lines.append('')
+        lines.append('mixin %-20s %s%s' % (
+            check.name, check.outcome,
+            ' (%s)' % check.family if check.family else ''))
+        for function in check.functions:
+            if function.error:
+                result = function.error
+            elif function.known:
+                rel = fingerprints.sorted_releases(function.releases)
+                result = 'known: %s' % (
+                    rel[0] if len(rel) == 1 else '%s .. %s (%d releases)'
+                    % (rel[0], rel[-1], len(rel)))
+            else:
+                result = 'UNKNOWN CODE'
+            lines.append('  %-50s %-12s %s' % (
+                _short(function.ref),
+                (function.fingerprint or '-')[:12], result))
+    lines.append('')
+    if report.problems:
+        lines.append('Problems:')
+        lines.extend('  - %s' % p for p in report.problems)
+    else:
+        lines.append('Problems:  none')
+    return '\n'.join(lines)
+
+
+def cmd_check(args):
+    from oslo_config import cfg
+
+    from nova_revert_lock import activation
+    from nova_revert_lock import exception
+    try:
+        conf = _load_config(args.config_file)
+        report = activation.evaluate(conf)
+    except (exception.ConfigurationError, cfg.Error) as e:
+        sys.stderr.write('nova-revert-lock: %s\n' % e)
+        return EXIT_USAGE
+    except exception.NovaNotAvailable as e:
+        if args.format == 'json':
+            print(json.dumps({'state': None, 'nova_version': None,
+                              'series': None, 'mixins': [],
+                              'problems': [str(e)]}, indent=2))
+        else:
+            sys.stderr.write('nova-revert-lock: %s\n' % e)
+        return EXIT_NOT_PROTECTED
+    if args.format == 'json':
+        print(json.dumps(report.to_dict(), indent=2, sort_keys=True))
+    else:
+        print(format_check_table(report))
+    if report.state in (activation.PATCHED, activation.ALREADY_FIXED):
+        return EXIT_OK
+    return EXIT_NOT_PROTECTED
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(
+        prog='nova-revert-lock',
+        description='Inspect nova-revert-lock, the fix for Nova bug '
+                    '1879878 on releases without it.')
+    sub = parser.add_subparsers(dest='command', metavar='COMMAND')
+    sub.required = True
+
+    check = sub.add_parser(
+        'check', help='report on the Nova installed here: release, '
+                      'state, each mixin and fingerprint')
+    check.add_argument('--config-file', action='append', metavar='PATH',
+                       help='Nova configuration file to read [revert_lock] '
+                            'from (repeatable; default: the files '
+                            'nova-compute would find)')
+    check.add_argument('--format', choices=('table', 'json'),
+                       default='table')
+    check.set_defaults(func=cmd_check)
+    return parser
+
+
+def main(argv=None):
+    parser = build_parser()
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    return args.func(args)
+
+
+if __name__ == '__main__':
+    sys.exit(main())
