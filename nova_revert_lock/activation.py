@@ -27,6 +27,7 @@ it, so ``nova.service.Service.create()``, used by nova-compute and by
 Nova's own functional tests, builds it. Nova's classes are never modified.
 """
 
+import collections
 import inspect
 
 from oslo_config import cfg
@@ -249,6 +250,8 @@ def evaluate(conf=None):
         problems.extend(_overridden(
             manager_cls, spec.refs.replaces + spec.refs.relies_on))
     if problems:
+        # The same function can be named by several mixins: say it once.
+        problems = list(collections.OrderedDict.fromkeys(problems))
         return ActivationReport(REFUSED, version, problems=problems,
                                 checks=checks,
                                 lock=lock.describe() if lock else None)

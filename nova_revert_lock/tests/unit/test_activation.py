@@ -1,0 +1,186 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The loader, the guard and activation, against the installed Nova.
+
+These use the real stevedore namespace and the real Nova classes; only
+the fingerprint table or Nova's importability are replaced where a test
+needs a Nova we do not have.
+"""
+
+import sys
+from unittest import mock
+
+from oslo_config import cfg
+from oslo_config import fixture as config_fixture
+from oslotest import base
+
+from nova_revert_lock import activation
+from nova_revert_lock import conf as nrl_conf
+from nova_revert_lock import exception
+from nova_revert_lock import fingerprint_table
+from nova_revert_lock import mixins
+
+
+class ActivationTestCase(base.BaseTestCase):
+
+    def setUp(self):
+        super(ActivationTestCase, self).setUp()
+        self.conf = self.useFixture(config_fixture.Config(
+            cfg.ConfigOpts())).conf
+        nrl_conf.register_opts(self.conf)
+        self.addCleanup(activation.deactivate)
+        from nova import service
+        self.service = service
+        self.original = dict(service.SERVICE_MANAGERS)
+        self.expected = activation.evaluate(self.conf)
+
+    def _managers_unchanged(self):
+        self.assertEqual(self.original, self.service.SERVICE_MANAGERS)
+
+    def test_shipped_mixins_are_the_entry_points(self):
+        self.assertEqual(sorted(nrl_conf.SHIPPED_MIXINS),
+                         activation.available_mixins())
+        self.assertEqual(sorted(nrl_conf.SHIPPED_MIXINS),
+                         sorted(mixins.REFS))
+
+    def test_activate_is_idempotent_and_reversible(self):
+        first = activation.activate(self.conf)
+        self.assertIs(first, activation.activate(self.conf))
+        if first.state == activation.PATCHED:
+            self.assertEqual(
+                activation.MANAGER_PATH,
+                self.service.SERVICE_MANAGERS['nova-compute'])
+            self.assertIsNotNone(activation.RevertLockComputeManager)
+        activation.deactivate()
+        self._managers_unchanged()
+        self.assertFalse(hasattr(activation, 'RevertLockComputeManager'))
+
+    def test_nova_classes_untouched(self):
+        from nova.compute import manager
+        from nova.compute import resource_tracker
+        before = (dict(vars(manager.ComputeManager)),
+                  dict(vars(resource_tracker.ResourceTracker)))
+        report = activation.activate(self.conf)
+        after = (dict(vars(manager.ComputeManager)),
+                 dict(vars(resource_tracker.ResourceTracker)))
+        self.assertEqual(before, after)
+        if report.state == activation.PATCHED:
+            composed = report.manager
+            self.assertTrue(issubclass(composed, manager.ComputeManager))
+            tracker = composed._nrl_tracker_class
+            self.assertTrue(issubclass(tracker,
+                                       resource_tracker.ResourceTracker))
+            self.assertTrue(hasattr(tracker, '_drop_move_claim'))
+
+    def test_reconfigure_starts_over(self):
+        activation.activate(self.conf)
+        self.conf.set_override('enabled', False, group='revert_lock')
+        report = activation.activate(self.conf)
+        self.assertEqual(activation.DISABLED, report.state)
+        self._managers_unchanged()
+
+    def test_disabled(self):
+        self.conf.set_override('enabled', False, group='revert_lock')
+        report = activation.activate(self.conf)
+        self.assertEqual('disabled', str(report.state))
+        self.assertEqual([], report.mixins)
+        self.assertIsNone(report.manager)
+        self._managers_unchanged()
+
+    def test_unknown_mixin_names_the_available_ones(self):
+        self.conf.set_override('mixins', ['confirm', 'bogus'],
+                               group='revert_lock')
+        e = self.assertRaises(exception.ConfigurationError,
+                              activation.activate, self.conf)
+        self.assertIn('bogus', str(e))
+        for name in nrl_conf.SHIPPED_MIXINS:
+            self.assertIn(name, str(e))
+        self._managers_unchanged()
+
+    def test_empty_mixin_list(self):
+        self.conf.set_override('mixins', [], group='revert_lock')
+        self.assertRaises(exception.ConfigurationError,
+                          activation.activate, self.conf)
+        self._managers_unchanged()
+
+    def test_bad_choice(self):
+        path = self.create_tempfiles(
+            [('nova', '[revert_lock]\non_unknown_code = explode\n')])[0]
+        self.conf(['--config-file', path])
+        e = self.assertRaises(exception.ConfigurationError,
+                              activation.activate, self.conf)
+        self.assertIn('explode', str(e))
+        self._managers_unchanged()
+
+    def test_unknown_code_is_refused_and_names_functions(self):
+        if self.expected.state != activation.PATCHED:
+            self.skipTest('installed Nova is not an affected release')
+        with mock.patch.dict(fingerprint_table.FINGERPRINTS, clear=True):
+            report = activation.activate(self.conf)
+        self.assertEqual(activation.REFUSED, report.state)
+        self.assertEqual([], report.mixins)
+        self.assertIsNone(report.manager)
+        text = '\n'.join(report.problems)
+        for name in report.checks[0].functions:
+            self.assertIn(name.ref, text)
+        self.assertIn('on_unknown_code',
+                      activation.describe_refusal(report))
+        self._managers_unchanged()
+
+    def test_other_manager_overriding_is_refused(self):
+        if self.expected.state != activation.PATCHED:
+            self.skipTest('installed Nova is not an affected release')
+        from nova.compute import manager
+
+        class Vendor(manager.ComputeManager):
+            def revert_resize(self, *args, **kwargs):
+                pass
+
+        sys.modules[__name__].Vendor = Vendor
+        self.addCleanup(delattr, sys.modules[__name__], 'Vendor')
+        path = __name__ + '.Vendor'
+        with mock.patch.dict(self.service.SERVICE_MANAGERS,
+                             {'nova-compute': path}):
+            report = activation.activate(self.conf)
+            self.assertEqual(activation.REFUSED, report.state)
+            self.assertIn('Vendor overrides revert_resize',
+                          '\n'.join(report.problems))
+            self.assertEqual(path,
+                             self.service.SERVICE_MANAGERS['nova-compute'])
+
+    def test_other_manager_is_extended(self):
+        if self.expected.state != activation.PATCHED:
+            self.skipTest('installed Nova is not an affected release')
+        from nova.compute import manager
+
+        class Vendor(manager.ComputeManager):
+            def vendor_method(self):
+                pass
+
+        sys.modules[__name__].Vendor = Vendor
+        self.addCleanup(delattr, sys.modules[__name__], 'Vendor')
+        path = __name__ + '.Vendor'
+        with mock.patch.dict(self.service.SERVICE_MANAGERS,
+                             {'nova-compute': path}):
+            report = activation.activate(self.conf)
+            self.assertTrue(issubclass(report.manager, Vendor))
+            activation.deactivate()
+            self.assertEqual(path,
+                             self.service.SERVICE_MANAGERS['nova-compute'])
+
+    def test_nova_not_importable(self):
+        with mock.patch.dict(sys.modules, {'nova.compute.manager': None}):
+            e = self.assertRaises(exception.NovaNotAvailable,
+                                  activation.activate, self.conf)
+        self.assertIn('same Python environment', str(e))
+        self._managers_unchanged()

@@ -1,0 +1,158 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+import json
+from unittest import mock
+
+import fixtures
+from oslotest import base
+
+from nova_revert_lock import activation
+from nova_revert_lock.cmd import compute as cmd_compute
+from nova_revert_lock.cmd import manage
+from nova_revert_lock import fingerprint_table
+
+
+class _CommandTestCase(base.BaseTestCase):
+
+    def setUp(self):
+        super(_CommandTestCase, self).setUp()
+        self.addCleanup(activation.deactivate)
+        self.stdout = self.useFixture(fixtures.StringStream('stdout')).stream
+        self.stderr = self.useFixture(fixtures.StringStream('stderr')).stream
+        self.useFixture(fixtures.MonkeyPatch('sys.stdout', self.stdout))
+        self.useFixture(fixtures.MonkeyPatch('sys.stderr', self.stderr))
+        self.expected = activation.evaluate(self._conf_with())
+
+    def _conf_with(self, text=''):
+        self.config = self.create_tempfiles([('nova', text)])[0]
+        return manage._load_config([self.config])
+
+    def _check(self, *args):
+        return manage.main(['check', '--config-file', self.config] +
+                           list(args))
+
+    def _out(self):
+        self.stdout.seek(0)
+        return self.stdout.read()
+
+    def _err(self):
+        self.stderr.seek(0)
+        return self.stderr.read()
+
+
+class CheckTestCase(_CommandTestCase):
+
+    def test_json_keys_and_exit_code(self):
+        code = self._check('--format', 'json')
+        data = json.loads(self._out())
+        for key in ('state', 'nova_version', 'series', 'mixins',
+                    'problems'):
+            self.assertIn(key, data)
+        self.assertEqual(self.expected.state, data['state'])
+        expected = 0 if data['state'] in ('patched', 'already-fixed') else 1
+        self.assertEqual(expected, code)
+
+    def test_table(self):
+        self._check()
+        out = self._out()
+        self.assertIn('State:', out)
+        for name in self.expected.to_dict()['mixins']:
+            self.assertIn(name, out)
+
+    def test_disabled_exits_1(self):
+        self._conf_with('[revert_lock]\nenabled = false\n')
+        self.assertEqual(1, self._check('--format', 'json'))
+        self.assertEqual('disabled', json.loads(self._out())['state'])
+
+    def test_refused_exits_1(self):
+        if self.expected.state != activation.PATCHED:
+            self.skipTest('installed Nova is not an affected release')
+        with mock.patch.dict(fingerprint_table.FINGERPRINTS, clear=True):
+            self.assertEqual(1, self._check())
+        self.assertIn('UNKNOWN CODE', self._out())
+
+    def test_unknown_mixin_exits_2(self):
+        self._conf_with('[revert_lock]\nmixins = confirm,bogus\n')
+        self.assertEqual(2, self._check())
+        self.assertIn('bogus', self._err())
+
+    def test_bad_value_exits_2(self):
+        self._conf_with('[revert_lock]\non_unknown_code = maybe\n')
+        self.assertEqual(2, self._check())
+
+    def test_missing_config_file_exits_2(self):
+        self.config = '/nonexistent/nova.conf'
+        self.assertEqual(2, self._check())
+
+    def test_usage_errors_exit_2(self):
+        for argv in ([], ['bogus'], ['check', '--format', 'xml']):
+            e = self.assertRaises(SystemExit, manage.main, argv)
+            self.assertEqual(2, e.code)
+
+    def test_nova_not_importable_exits_1(self):
+        with mock.patch.dict('sys.modules', {'nova.compute.manager': None}):
+            self.assertEqual(1, self._check())
+        self.assertIn('same Python environment', self._err())
+
+
+class ComputeWrapperTestCase(_CommandTestCase):
+    """nova-compute-revert-lock up to the point nova-compute would start."""
+
+    def setUp(self):
+        super(ComputeWrapperTestCase, self).setUp()
+        # prepare() parses into Nova's global CONF, as nova-compute does.
+        from nova import conf as nova_conf
+        self.addCleanup(nova_conf.CONF.reset)
+        self.addCleanup(nova_conf.CONF.clear)
+
+    def _prepare(self, text):
+        path = self.create_tempfiles([('nova', text)])[0]
+        with mock.patch('oslo_log.log.setup'):
+            return cmd_compute.prepare(['nova-compute', '--config-file',
+                                        path])
+
+    def test_patched_or_fixed_starts(self):
+        if self.expected.state not in (activation.PATCHED,
+                                       activation.ALREADY_FIXED):
+            self.skipTest('installed Nova is not supported')
+        self.assertIsNone(self._prepare(''))
+
+    def test_unknown_code_fail_stops_before_start(self):
+        if self.expected.state != activation.PATCHED:
+            self.skipTest('installed Nova is not an affected release')
+        with mock.patch.dict(fingerprint_table.FINGERPRINTS, clear=True):
+            code = self._prepare('[revert_lock]\non_unknown_code = fail\n')
+        self.assertEqual(cmd_compute.EXIT_REFUSED, code)
+        self.assertIn('refused to patch', self._err())
+        self.assertIn('on_unknown_code = warn', self._err())
+        from nova import service
+        self.assertEqual('nova.compute.manager.ComputeManager',
+                         service.SERVICE_MANAGERS['nova-compute'])
+
+    def test_unknown_code_warn_starts_plain(self):
+        if self.expected.state != activation.PATCHED:
+            self.skipTest('installed Nova is not an affected release')
+        logger = self.useFixture(fixtures.FakeLogger(level='ERROR'))
+        with mock.patch.dict(fingerprint_table.FINGERPRINTS, clear=True):
+            code = self._prepare('[revert_lock]\non_unknown_code = warn\n')
+        self.assertIsNone(code)
+        self.assertIn('WITHOUT the fix', logger.output)
+        from nova import service
+        self.assertEqual('nova.compute.manager.ComputeManager',
+                         service.SERVICE_MANAGERS['nova-compute'])
+
+    def test_bad_value_exits_2(self):
+        code = self._prepare('[revert_lock]\non_unknown_code = maybe\n')
+        self.assertEqual(cmd_compute.EXIT_CONFIG, code)
+        self.assertIn('maybe', self._err())
+
