@@ -45,7 +45,7 @@ from nova.compute import resource_tracker
 from nova.compute import rpcapi as compute_rpcapi
 from nova import context as nova_context
 from nova import objects
-from nova.tests.functional import integrated_helpers
+from nova.tests.functional.api import client
 
 from nova_revert_lock import activation
 
@@ -155,6 +155,17 @@ class RaceMixin(object):
                 self.fail('server %s is %s/%s, not %s' % (
                     server_id, server['status'],
                     server.get('OS-EXT-STS:task_state'), status))
+            eventlet.sleep(0.05)
+
+    def _wait_gone(self, server_id, timeout=20):
+        deadline = time.time() + timeout
+        while True:
+            try:
+                self.admin_api.get_server(server_id)
+            except client.OpenStackApiNotFoundException:
+                return
+            if time.time() > deadline:
+                self.fail('server %s was not deleted' % server_id)
             eventlet.sleep(0.05)
 
     def _migration(self, server_id):

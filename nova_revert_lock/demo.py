@@ -1,0 +1,163 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The race, shown: plain Nova against the extension, side by side.
+
+Runs Nova's own in-process services (API, conductor, scheduler, placement
+fixture and two computes on the fake driver) from the installed ``nova``
+and drives N confirm and N revert cycles, each raced by the periodic task
+at the moment the migration turns ``confirmed``/``reverted``. Each mode
+runs in a fresh process; the parent prints one table per mode::
+
+    python -m nova_revert_lock.demo [--cycles N]
+
+A cycle "left wrong usage" if the periodic got into the window, or the
+host that gives the instance up does not read zero once the operation is
+done (confirm: the source; revert: the destination when it hands back to
+the source), or any host read below zero.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+MODES = ('plain', 'extension')
+
+
+def _run_mode(mode, cycles):
+    """Child process: run the cycles in one mode, print one JSON line."""
+    import unittest
+
+    from nova.tests.functional import integrated_helpers
+
+    from nova_revert_lock.tests.functional import base
+
+    results = {}
+
+    class Demo(base.ExtensionFixtureMixin, base.RaceMixin,
+               integrated_helpers.ProviderUsageBaseTestCase):
+        extension = (mode == 'extension')
+
+        def runTest(self):
+            results['activation'] = (
+                str(self.activation_report.state)
+                if self.activation_report else 'not activated')
+            results['confirm'] = self._cycles('confirm')
+            results['revert'] = self._cycles('revert')
+
+        def _cycles(self, kind):
+            wrong, lowest = 0, None
+            server = self._boot(self.flavor_small)
+            flavors = [self.flavor_large, self.flavor_small]
+            for i in range(cycles):
+                self.window_seen, self.raced = [], []
+                self.usage_at_cast = {}
+                source = self._host_of(server)
+                server = self.resize(server, flavors[i % 2])
+                dest = self._host_of(server)
+                self.race_enabled = True
+                if kind == 'confirm':
+                    server = self.confirm(server)
+                    gave_up = self.vcpus_used(source)
+                else:
+                    server = self.revert(server)
+                    gave_up = self.usage_at_cast.get(dest)
+                self.race_enabled = False
+                seen = [self.vcpus_used(h) for h in self.hosts]
+                if gave_up is not None:
+                    seen.append(gave_up)
+                low = min(seen)
+                lowest = low if lowest is None else min(lowest, low)
+                if self.window_seen or gave_up != 0 or low < 0:
+                    wrong += 1
+                # Start the next cycle from true books.
+                for host in self.hosts:
+                    self.run_periodic(host)
+                if kind == 'revert':
+                    flavors.reverse()
+            self._delete(server)
+            return {'cycles': cycles, 'wrong': wrong, 'lowest': lowest}
+
+        def _delete(self, server):
+            self.admin_api.delete_server(server['id'])
+            self._wait_gone(server['id'])
+            for host in self.hosts:
+                self.run_periodic(host)
+
+    with open(os.devnull, 'w') as devnull:
+        result = unittest.TextTestRunner(stream=devnull,
+                                         verbosity=0).run(Demo())
+    if not result.wasSuccessful():
+        for _test, trace in result.errors + result.failures:
+            sys.stderr.write(trace)
+        return 1
+    print(json.dumps(results))
+    return 0
+
+
+def _table(mode, data):
+    lines = ['', '%s Nova %s' % (
+        'Plain' if mode == 'plain' else 'With nova-revert-lock',
+        data.get('nova_version', '')) + (
+        ' (activation: %s)' % data['activation']
+        if mode == 'extension' else ''),
+        '  %-9s %7s %26s %13s' % ('operation', 'cycles',
+                                  'cycles left wrong usage', 'lowest usage'),
+    ]
+    for kind in ('confirm', 'revert'):
+        row = data[kind]
+        lines.append('  %-9s %7d %26d %13s' % (
+            kind, row['cycles'], row['wrong'], row['lowest']))
+    return '\n'.join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser.add_argument('--cycles', type=int,
+                        default=int(os.environ.get('NRL_DEMO_CYCLES', 5)),
+                        help='confirm and revert cycles per mode '
+                             '(default 5)')
+    parser.add_argument('--run', choices=MODES, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.cycles < 1:
+        parser.error('--cycles must be at least 1')
+    if args.run:
+        return _run_mode(args.run, args.cycles)
+
+    from nova_revert_lock import releases
+    version = releases.installed_nova_version()
+    print('nova-revert-lock demo: Nova %s, %d confirm and %d revert cycles '
+          'per mode, each raced by the periodic task' % (
+              version, args.cycles, args.cycles))
+    status = 0
+    for mode in MODES:
+        start = time.time()
+        proc = subprocess.run(
+            [sys.executable, '-m', 'nova_revert_lock.demo', '--run', mode,
+             '--cycles', str(args.cycles)],
+            stdout=subprocess.PIPE, universal_newlines=True)
+        if proc.returncode:
+            print('%s mode failed (exit %d)' % (mode, proc.returncode))
+            status = 1
+            continue
+        data = json.loads(proc.stdout.strip().splitlines()[-1])
+        data['nova_version'] = version
+        print(_table(mode, data))
+        print('  (%.0f s)' % (time.time() - start))
+    return status
+
+
+if __name__ == '__main__':
+    sys.exit(main())
