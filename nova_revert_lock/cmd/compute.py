@@ -89,6 +89,11 @@ def main(argv=None):
     if code is not None:
         return code
     from nova.cmd import compute
+    from nova import conf as nova_conf
+    # NOTE: nova-compute's main() parses the command line again and
+    # registers its logging options first; hand it the configuration in
+    # the state it expects (options registered, arguments not parsed).
+    nova_conf.CONF.clear()
     return compute.main()
 
 

@@ -156,3 +156,23 @@ class ComputeWrapperTestCase(_CommandTestCase):
         self.assertEqual(cmd_compute.EXIT_CONFIG, code)
         self.assertIn('maybe', self._err())
 
+    def test_main_hands_over_to_nova_compute(self):
+        if self.expected.state != activation.PATCHED:
+            self.skipTest('installed Nova is not an affected release')
+        path = self.create_tempfiles([('nova', '')])[0]
+        seen = {}
+
+        def fake_nova_main():
+            from nova import conf as nova_conf
+            from nova import service
+            # What nova.cmd.compute.main() would find.
+            seen['manager'] = service.SERVICE_MANAGERS['nova-compute']
+            seen['parsed'] = nova_conf.CONF._args is not None
+            return 0
+
+        with mock.patch('oslo_log.log.setup'), \
+                mock.patch('nova.cmd.compute.main', fake_nova_main):
+            self.assertEqual(0, cmd_compute.main(
+                ['nova-compute', '--config-file', path]))
+        self.assertEqual({'manager': activation.MANAGER_PATH,
+                          'parsed': False}, seen)
