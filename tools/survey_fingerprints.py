@@ -153,7 +153,7 @@ def print_table(table):
 
 def write_table(table, releases, args):
     lines = [HEADER % {'args': ' '.join(args),
-                       'releases': _wrap_tuple(releases, 4)}]
+                       'releases': _block_tuple(releases)}]
     for ref in sorted(table):
         lines.append('    %r: {\n' % ref)
         for digest, rels in sorted(
@@ -167,9 +167,21 @@ def write_table(table, releases, args):
         f.write(''.join(lines))
 
 
+def _block_tuple(items):
+    out, line = ['('], '   '
+    for item in items:
+        piece = ' %r,' % item
+        if len(line) + len(piece) > 79:
+            out.append(line)
+            line = '   '
+        line += piece
+    out.extend([line, ')'])
+    return '\n'.join(out)
+
+
 def _wrap_tuple(items, indent=12):
-    text = '(' + ', '.join(repr(i) for i in items) + (',)' if len(items) == 1
-                                                       else ')')
+    closing = ',)' if len(items) == 1 else ')'
+    text = '(' + ', '.join(repr(i) for i in items) + closing
     if len(text) <= 64:
         return text
     out, line = [], '('
@@ -188,7 +200,8 @@ def main(argv=None):
     parser.add_argument('releases', nargs='+',
                         help='Nova releases or closed ranges (20.0.0-20.6.1)')
     parser.add_argument('--write', action='store_true',
-                        help='regenerate nova_revert_lock/fingerprint_table.py')
+                        help='regenerate '
+                             'nova_revert_lock/fingerprint_table.py')
     args = parser.parse_args(argv)
     available = available_releases()
     releases = []
