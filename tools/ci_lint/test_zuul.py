@@ -13,6 +13,7 @@
 """Check .zuul.yaml against this repository and known upstream names."""
 
 import configparser
+import fnmatch
 import os
 import re
 import unittest
@@ -263,23 +264,48 @@ class TestZuulConfig(unittest.TestCase):
                                                 path()))
         self.assertEqual(set(), on_disk - used)
 
-    def test_tox_envs_exist(self):
-        checked = 0
+    def _tox_jobs(self):
+        """(job, env) for every env a job runs from this tox.ini."""
+        found = []
         for name in self.zuul.jobs:
             root = self.zuul.upstream_root(name)
             envlist = self.zuul.var(name, 'tox_envlist')
-            if UPSTREAM_JOBS[root][1] != 'tox' or envlist is None:
-                continue
-            for env in envlist.split(','):
-                checked += 1
-                self.assertIn(env, self.envs,
-                              '%s runs tox env %s, which tox.ini does not '
-                              'define' % (name, env))
+            if UPSTREAM_JOBS[root][1] == 'tox' and envlist is not None:
+                found.extend((name, env) for env in envlist.split(','))
         for name in self.zuul.pipeline_jobs('check'):
             if name in UPSTREAM_JOBS and UPSTREAM_JOBS[name][2]:
-                checked += 1
-                self.assertIn(UPSTREAM_JOBS[name][2], self.envs, name)
-        self.assertGreater(checked, 5)
+                found.append((name, UPSTREAM_JOBS[name][2]))
+        return found
+
+    def test_tox_envs_exist(self):
+        jobs = self._tox_jobs()
+        self.assertGreater(len(jobs), 5)
+        missing = ['%s runs tox env %s' % (name, env)
+                   for name, env in jobs if env not in self.envs]
+        self.assertEqual([], missing, 'tox.ini does not define these envs')
+
+    def test_python_matches_run_tests(self):
+        # The interpreter a job installs must be the one tools/run-tests
+        # looks for, for the env the job runs.
+        with open(path('tools', 'run-tests')) as f:
+            rules = re.findall(r'^\s*([^\s()]+)\)\s*echo\s+([\d.]+)\s*;;',
+                               f.read(), re.M)
+        self.assertTrue(rules)
+        checked = 0
+        for name, env in self._tox_jobs():
+            if name not in self.zuul.jobs:
+                continue
+            if self.zuul.inherited(name, 'run') != (
+                    'playbooks/run-tests/run.yaml'):
+                continue
+            wanted = next(v for pattern, v in rules
+                          if any(fnmatch.fnmatchcase(env, p)
+                                 for p in pattern.split('|')))
+            self.assertEqual(wanted,
+                             str(self.zuul.var(name, 'python_version')),
+                             '%s (%s)' % (name, env))
+            checked += 1
+        self.assertGreater(checked, 3)
 
     def test_every_job_runs_somewhere(self):
         used = set()
