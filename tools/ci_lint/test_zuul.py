@@ -282,7 +282,8 @@ class TestZuulConfig(unittest.TestCase):
         self.assertGreater(len(jobs), 5)
         missing = ['%s runs tox env %s' % (name, env)
                    for name, env in jobs if env not in self.envs]
-        self.assertEqual([], missing, 'tox.ini does not define these envs')
+        self.assertFalse(missing, 'tox.ini does not define the envs these '
+                         'jobs run: %s' % '; '.join(missing))
 
     def test_python_matches_run_tests(self):
         # The interpreter a job installs must be the one tools/run-tests
