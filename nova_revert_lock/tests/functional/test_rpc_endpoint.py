@@ -17,14 +17,19 @@ manager.additional_endpoints``; these tests look at that very server and
 ask it over Nova's own (fake) transport with the client the command uses.
 """
 
+import fixtures
+from nova import conf as nova_conf
 from nova import rpc as nova_rpc
 from nova.tests.functional import integrated_helpers
 
 from nova_revert_lock import activation
+from nova_revert_lock.cmd import status
 from nova_revert_lock import rpc
 from nova_revert_lock import stats
 from nova_revert_lock.tests.functional import base
 from nova_revert_lock.tests.functional import test_same_cell_race
+
+CONF = nova_conf.CONF
 
 
 def status_endpoints(service):
@@ -86,6 +91,27 @@ class StatusEndpointTest(base.ExtensionFixtureMixin, base.RaceMixin,
         # the other compute answers too, on its own
         self.assertEqual('host2', self.api.get_status(
             self.ctxt, 'host2')['host'])
+
+    def test_all_finds_every_compute_of_every_cell(self):
+        # What `nova-revert-lock status --all` does after reading the
+        # configuration: cell mappings from the API database, services
+        # from each cell's database, then each host on its cell's
+        # transport (the fixture's buses all lead to Nova's transport).
+        self.useFixture(fixtures.MockPatch(
+            'nova_revert_lock.rpc.get_transport',
+            return_value=nova_rpc.TRANSPORT))
+        self.computes['host2'].stop()
+        targets, errors = status.targets_from_cells(CONF)
+        self.assertEqual([], errors)
+        self.assertEqual(['host1', 'host2'], [t.host for t in targets])
+        self.assertEqual({'cell1'}, {t.cell for t in targets})
+        rows = status.query(CONF, targets, timeout=2)
+        host1, host2 = rows
+        self.assertTrue(status.protected(host1), host1)
+        self.assertEqual('cell1', host1['cell'])
+        self.assertEqual(str(self.report.state), host1['state'])
+        self.assertFalse(host2['reachable'])
+        self.assertIn('no answer within 2s', host2['error'])
 
 
 class StatusEndpointPlainNovaTest(
