@@ -198,6 +198,14 @@ def load_nova_config(config_files):
     for group in ('database', 'api_database'):
         CONF.set_override('max_retries', 0, group=group)
     sqlalchemy_api.configure(CONF)
+    import oslo_messaging as messaging
+    try:
+        # NOTE: registers [DEFAULT] transport_url, which a cell mapping
+        # reads to fill in a templated transport URL; nova.rpc.init()
+        # would do it, but it also connects a notifier we do not need.
+        messaging.TransportURL.parse(CONF)
+    except messaging.InvalidTransportURL:
+        pass  # only cells with a templated URL need it; they say so
     return CONF
 
 
@@ -230,8 +238,14 @@ def targets_from_cells(conf):
             rows.append(new_row(None, name, error='cell database '
                                 'unreachable: %s' % _one_line(e)))
             continue
+        try:
+            url = cell.transport_url
+        except Exception as e:  # noqa: BLE001 - a row, not a traceback
+            rows.append(new_row(None, name, error='cell transport_url '
+                                'unusable: %s' % _one_line(e)))
+            continue
         for service in sorted(services, key=lambda s: s.host):
-            targets.append(Target(service.host, name, cell.transport_url))
+            targets.append(Target(service.host, name, url))
     return targets, rows
 
 

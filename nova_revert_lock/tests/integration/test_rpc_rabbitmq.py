@@ -55,10 +55,15 @@ def command():
 
 
 def run_status(conf_file, hosts, fmt='json', timeout=TIMEOUT):
-    """Run the command; return (exit code, stdout, stderr, seconds)."""
+    """Run the command; return (exit code, stdout, stderr, seconds).
+
+    :param hosts: host names for ``--host``, or None for ``--all``
+    """
     args = command() + ['status', '--config-file', conf_file,
                         '--timeout', str(timeout), '--format', fmt]
-    for host in hosts:
+    if hosts is None:
+        args.append('--all')
+    for host in hosts or ():
         args += ['--host', host]
     start = time.monotonic()
     proc = subprocess.run(args, stdout=subprocess.PIPE,
@@ -116,6 +121,40 @@ def _write_conf(directory, name, url):
     with open(path, 'w') as f:
         f.write('[DEFAULT]\ntransport_url = %s\n' % url)
     return path
+
+
+def make_cells(directory, url, hosts):
+    """An API database mapping cell0 and cell1, and cell1's services.
+
+    Only the two tables ``--all`` reads, created from Nova's own models
+    (a full schema sync takes minutes); returns the API database URL.
+    """
+    from nova.db.sqlalchemy import api_models
+    from nova.db.sqlalchemy import models
+    import sqlalchemy
+
+    api = 'sqlite:///%s' % os.path.join(directory, 'api.db')
+    cell1 = 'sqlite:///%s' % os.path.join(directory, 'cell1.db')
+    engine = sqlalchemy.create_engine(api)
+    table = api_models.CellMapping.__table__
+    table.create(engine)
+    engine.execute(table.insert(), [
+        {'uuid': '00000000-0000-0000-0000-000000000000', 'name': 'cell0',
+         'transport_url': 'none:///', 'database_connection': 'sqlite://',
+         'disabled': False},
+        {'uuid': 'c9e1c7a2-56a5-4bd4-9e55-7d3c1e0f0c11', 'name': 'cell1',
+         'transport_url': url, 'database_connection': cell1,
+         'disabled': False}])
+    engine.dispose()
+    engine = sqlalchemy.create_engine(cell1)
+    table = models.Service.__table__
+    table.create(engine)
+    engine.execute(table.insert(), [
+        {'uuid': '9f0f6a55-2a4e-4d8e-8a0b-%012d' % i, 'host': host,
+         'binary': 'nova-compute', 'topic': 'compute', 'version': 51}
+        for i, host in enumerate(hosts)])
+    engine.dispose()
+    return api
 
 
 class StatusOverRabbitMQTest(testtools.TestCase):
@@ -203,6 +242,26 @@ class StatusOverRabbitMQTest(testtools.TestCase):
                                             for ln in lines[1:3]])
         self.assertEqual('2 of 2 host(s) protected', lines[-1])
         self.assertLess(elapsed, SLACK)
+
+    def test_all_asks_every_compute_of_every_cell(self):
+        api = make_cells(self.tmp, self.node.url,
+                         ['plain1', 'ext1', 'ghost'])
+        conf = os.path.join(self.tmp, 'api.conf')
+        with open(conf, 'w') as f:
+            f.write('[api_database]\nconnection = %s\n' % api)
+        code, out, err, elapsed = run_status(conf, None)
+        self.assertEqual(1, code, err)
+        self.assertNotIn('Traceback', err)
+        rows = json.loads(out)
+        self.assertEqual(['ext1', 'ghost', 'plain1'],
+                         [r['host'] for r in rows])
+        self.assertEqual({'cell1'}, {r['cell'] for r in rows})
+        ext1, ghost, plain1 = rows
+        self.assertProtectedRow(ext1, 'ext1')
+        self.assertIs(False, ghost['reachable'])
+        self.assertTrue(plain1['error'].startswith(
+            'not running the extension'), plain1['error'])
+        self.assertLess(elapsed, TIMEOUT + SLACK)
 
     def test_wrong_credentials(self):
         conf = _write_conf(self.tmp, 'badpw.conf', self.node.url.replace(
