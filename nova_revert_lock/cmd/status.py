@@ -200,9 +200,9 @@ def load_nova_config(config_files):
     sqlalchemy_api.configure(CONF)
     import oslo_messaging as messaging
     try:
-        # NOTE: registers [DEFAULT] transport_url, which a cell mapping
-        # reads to fill in a templated transport URL; nova.rpc.init()
-        # would do it, but it also connects a notifier we do not need.
+        # NOTE: registers [DEFAULT] transport_url, which CellMapping reads
+        # to fill in templated transport URLs; nova.rpc.init() would too,
+        # but it also sets up Nova's global transport and notifiers.
         messaging.TransportURL.parse(CONF)
     except messaging.InvalidTransportURL:
         pass  # only cells with a templated URL need it; they say so
@@ -225,6 +225,11 @@ def targets_from_cells(conf):
     except db_exc.DBError as e:
         raise UsageError('cannot read the cell mappings from '
                          '[api_database] connection: %s' % _one_line(e))
+    except (ValueError, KeyError) as e:
+        # a templated transport_url or database_connection Nova cannot
+        # fill in from this configuration
+        raise UsageError('cannot read the cell mappings: %s'
+                         % _one_line(e))
     targets, rows = [], []
     for cell in cells:
         if cell.is_cell0():
