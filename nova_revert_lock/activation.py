@@ -17,7 +17,8 @@ stevedore namespace, checks each against the live Nova (the guard), and,
 when every one matches code it knows, builds::
 
     RevertLockResourceTracker(<tracker mixins>..., ResourceTracker)
-    RevertLockComputeManager(<manager mixins>..., TrackerSwap, <manager>)
+    RevertLockComputeManager(<manager mixins>..., TrackerSwap,
+                             StatusEndpointMixin, <manager>)
 
 where ``<manager>`` is the class ``nova.service.SERVICE_MANAGERS`` names for
 nova-compute (Nova's ``ComputeManager`` unless something else was
@@ -25,6 +26,12 @@ configured). The composed manager is published as this module's
 ``RevertLockComputeManager`` attribute and ``SERVICE_MANAGERS`` points at
 it, so ``nova.service.Service.create()``, used by nova-compute and by
 Nova's own functional tests, builds it. Nova's classes are never modified.
+
+When the installed Nova already carries the fix, the manager gets the
+status endpoint only (``<manager>`` plus
+:class:`~nova_revert_lock.rpc.StatusEndpointMixin`), so that
+``nova-revert-lock status`` can tell that host's state; a refusal or
+``[revert_lock] enabled = false`` leaves nova-compute's manager alone.
 """
 
 import collections
@@ -33,6 +40,7 @@ import inspect
 from oslo_config import cfg
 from oslo_log import log as logging
 from oslo_utils import importutils
+from oslo_utils import timeutils
 import stevedore
 
 from nova_revert_lock import conf as nrl_conf
@@ -42,6 +50,7 @@ from nova_revert_lock import locking
 from nova_revert_lock import mixins
 from nova_revert_lock.mixins import base
 from nova_revert_lock import releases
+from nova_revert_lock import rpc
 
 LOG = logging.getLogger(__name__)
 
@@ -67,6 +76,8 @@ class ActivationReport(object):
     :ivar checks: list of :class:`~.base.MixinCheck`, one per mixin named
     :ivar lock: how the installed tracker takes its lock, or None
     :ivar manager: the composed manager class, or None
+    :ivar activated_at: when :func:`activate` registered ``manager``
+        (ISO 8601, UTC), or None
     """
 
     def __init__(self, state, nova_version=None, mixins=(), problems=(),
@@ -79,6 +90,7 @@ class ActivationReport(object):
         self.checks = list(checks)
         self.lock = lock
         self.manager = manager
+        self.activated_at = None
 
     @property
     def standing_aside(self):
@@ -291,8 +303,35 @@ def compose(manager_cls, applied, lock):
                        namespace)
     manager_mixins = tuple(i.manager for i in impls)
     return type('RevertLockComputeManager',
-                manager_mixins + (TrackerSwap, manager_cls),
+                manager_mixins + (TrackerSwap, rpc.StatusEndpointMixin,
+                                  manager_cls),
                 {'__module__': __name__, '_nrl_tracker_class': tracker_cls})
+
+
+def compose_status_only(manager_cls):
+    """The manager class with the status endpoint and nothing else."""
+    return type('RevertLockComputeManager',
+                (rpc.StatusEndpointMixin, manager_cls),
+                {'__module__': __name__})
+
+
+def _status_only_manager(report):
+    """For a report that patches nothing: the class to register, or None.
+
+    Already fixed upstream: nothing of Nova's is overridden, but the host
+    still answers ``nova-revert-lock status`` with ``already-fixed``.
+    Refused or disabled: nothing is touched, nova-compute runs exactly as
+    shipped (the audit then reports the host as not running the
+    extension, which is the truth).
+    """
+    if report.state != ALREADY_FIXED:
+        return None
+    try:
+        _import_nova()
+        _path, manager_cls = _configured_manager()
+    except (exception.NovaNotAvailable, ImportError, TypeError):
+        return None
+    return compose_status_only(manager_cls)
 
 
 def activate(conf=None):
@@ -321,15 +360,22 @@ def activate(conf=None):
         deactivate()
 
     report = evaluate(conf)
-    if report.state == PATCHED:
-        _register(report.manager)
+    manager = report.manager
+    if manager is None:
+        manager = _status_only_manager(report)
+    if manager is not None:
+        _register(manager, report)
     _ACTIVE.key, _ACTIVE.report = key, report
     _log(report)
     return report
 
 
-def _register(manager):
+def _register(manager, report):
     from nova import service
+    report.activated_at = timeutils.utcnow().isoformat() + 'Z'
+    # NOTE: the status endpoint reads the report from the class it serves,
+    # so each composed class answers for the activation that built it.
+    manager._nrl_report = report
     _ACTIVE.saved_manager = service.SERVICE_MANAGERS.get(SERVICE_BINARY)
     globals()['RevertLockComputeManager'] = manager
     service.SERVICE_MANAGERS[SERVICE_BINARY] = MANAGER_PATH

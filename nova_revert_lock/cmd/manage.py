@@ -16,6 +16,9 @@
 Python environment: its release and series, what activation would do,
 each mixin and each fingerprint.
 
+``nova-revert-lock status`` asks running nova-computes over RPC
+(:mod:`nova_revert_lock.cmd.status`).
+
 Exit codes: 0 patched or already-fixed; 1 refused, disabled, or Nova not
 importable; 2 bad usage or configuration.
 """
@@ -23,6 +26,8 @@ importable; 2 bad usage or configuration.
 import argparse
 import json
 import sys
+
+from nova_revert_lock.cmd import status
 
 EXIT_OK = 0
 EXIT_NOT_PROTECTED = 1
@@ -132,6 +137,8 @@ def build_parser():
     check.add_argument('--format', choices=('table', 'json'),
                        default='table')
     check.set_defaults(func=cmd_check)
+
+    status.add_parser(sub)
     return parser
 
 

@@ -1,0 +1,129 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The status endpoint on computes started by Nova's functional framework.
+
+Nova's ``Service`` builds each compute's RPC server from ``[manager] +
+manager.additional_endpoints``; these tests look at that very server and
+ask it over Nova's own (fake) transport with the client the command uses.
+"""
+
+import fixtures
+from nova import conf as nova_conf
+from nova import rpc as nova_rpc
+from nova.tests.functional import integrated_helpers
+
+from nova_revert_lock import activation
+from nova_revert_lock.cmd import status
+from nova_revert_lock import rpc
+from nova_revert_lock import stats
+from nova_revert_lock.tests.functional import base
+from nova_revert_lock.tests.functional import test_same_cell_race
+
+CONF = nova_conf.CONF
+
+
+def status_endpoints(service):
+    return [e for e in service.rpcserver.dispatcher.endpoints
+            if isinstance(e, rpc.StatusEndpoint)]
+
+
+class StatusEndpointTest(base.ExtensionFixtureMixin, base.RaceMixin,
+                         test_same_cell_race._Scenarios,
+                         integrated_helpers.ProviderUsageBaseTestCase):
+    """Extension active: every compute serves the endpoint."""
+
+    def setUp(self):
+        super(StatusEndpointTest, self).setUp()
+        self.report = self.activation_report
+        self.assertIn(str(self.report.state),
+                      (activation.PATCHED, activation.ALREADY_FIXED),
+                      self.report.problems)
+        self.api = rpc.StatusAPI(nova_rpc.TRANSPORT, timeout=30)
+
+    def test_endpoint_among_the_compute_rpc_endpoints(self):
+        for host, service in self.computes.items():
+            (endpoint,) = status_endpoints(service)
+            self.assertIs(service.manager, endpoint.manager)
+            self.assertIsInstance(service.manager, rpc.StatusEndpointMixin)
+            # Nova's own endpoints are still served, the manager first.
+            self.assertIs(service.manager,
+                          service.rpcserver.dispatcher.endpoints[0])
+
+    def test_get_status_after_a_raced_confirm(self):
+        before = stats.snapshot()
+        self._raced_confirm()
+        self.assertEqual([], self.window_seen)
+        status = self.api.get_status(self.ctxt, 'host1')
+        self.assertEqual('host1', status['host'])
+        self.assertEqual(str(self.report.state), status['state'])
+        self.assertEqual(self.report.nova_version, status['nova_version'])
+        self.assertEqual(self.report.series, status['series'])
+        self.assertEqual(self.report.mixins, status['mixins'])
+        self.assertEqual(self.report.activated_at, status['activated_at'])
+        self.assertIsNotNone(status['activated_at'])
+        self.assertEqual(rpc.RPC_API_VERSION, status['rpc_version'])
+        entered = (status['critical_sections'] -
+                   before['critical_sections'])
+        confirms = (status['critical_sections_by_kind'].get('confirm', 0) -
+                    before['critical_sections_by_kind'].get('confirm', 0))
+        self.assertEqual(before['critical_section_errors'],
+                         status['critical_section_errors'])
+        if self.report.state == activation.PATCHED:
+            self.assertEqual(['confirm', 'revert'], status['mixins'])
+            # the one confirm ran in our critical section
+            self.assertEqual((1, 1), (entered, confirms))
+            self.assertGreater(status['max_lock_hold_ms'], 0)
+            self.assertLess(status['max_lock_hold_ms'], 60000)
+        else:
+            # upstream's own fix ran: nothing of ours was entered
+            self.assertEqual([], status['mixins'])
+            self.assertEqual((0, 0), (entered, confirms))
+        # the other compute answers too, on its own
+        self.assertEqual('host2', self.api.get_status(
+            self.ctxt, 'host2')['host'])
+
+    def test_all_finds_every_compute_of_every_cell(self):
+        # What `nova-revert-lock status --all` does after reading the
+        # configuration: cell mappings from the API database, services
+        # from each cell's database, then each host on its cell's
+        # transport (the fixture's buses all lead to Nova's transport).
+        self.useFixture(fixtures.MockPatch(
+            'nova_revert_lock.rpc.get_transport',
+            return_value=nova_rpc.TRANSPORT))
+        self.computes['host2'].stop()
+        targets, errors = status.targets_from_cells(CONF)
+        self.assertEqual([], errors)
+        self.assertEqual(['host1', 'host2'], [t.host for t in targets])
+        self.assertEqual({'cell1'}, {t.cell for t in targets})
+        rows = status.query(CONF, targets, timeout=2)
+        host1, host2 = rows
+        self.assertTrue(status.protected(host1), host1)
+        self.assertEqual('cell1', host1['cell'])
+        self.assertEqual(str(self.report.state), host1['state'])
+        self.assertFalse(host2['reachable'])
+        self.assertIn('no answer within 2s', host2['error'])
+
+
+class StatusEndpointPlainNovaTest(
+        base.ExtensionFixtureMixin, base.RaceMixin,
+        integrated_helpers.ProviderUsageBaseTestCase):
+    """Plain nova-compute: no endpoint, and the client says so."""
+
+    extension = False
+
+    def test_plain_compute_is_not_running_the_extension(self):
+        for service in self.computes.values():
+            self.assertEqual([], status_endpoints(service))
+        api = rpc.StatusAPI(nova_rpc.TRANSPORT, timeout=30)
+        self.assertRaises(rpc.NotRunningExtension, api.get_status,
+                          self.ctxt, 'host1')
