@@ -30,9 +30,9 @@ with ``CPUPinningInvalid``. With the extension B gets the other two.
 
 import inspect
 import time
+from unittest import mock
 
 import eventlet
-import mock
 
 from nova.compute import manager as compute_manager
 from nova import context as nova_context
