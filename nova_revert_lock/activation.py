@@ -27,8 +27,13 @@ configured). The composed manager is published as this module's
 it, so ``nova.service.Service.create()``, used by nova-compute and by
 Nova's own functional tests, builds it. Nova's classes are never modified.
 
-When the installed Nova already carries the fix, the manager gets the
-status endpoint only (``<manager>`` plus
+On a Nova that already carries upstream's fix for bug 1879878 the mixins
+for it stand aside and the state is ``already-fixed``; mixins that go
+beyond upstream (``source_window``) are still composed the same way when
+they match, and only they are in the report's ``mixins``.
+
+When nothing at all is composed on a Nova that already carries the fix,
+the manager gets the status endpoint only (``<manager>`` plus
 :class:`~nova_revert_lock.rpc.StatusEndpointMixin`), so that
 ``nova-revert-lock status`` can tell that host's state; a refusal or
 ``[revert_lock] enabled = false`` leaves nova-compute's manager alone.
@@ -71,8 +76,12 @@ class ActivationReport(object):
         ``'disabled'`` (a str: ``str(report.state)`` is the word)
     :ivar nova_version: installed Nova release string, or None
     :ivar series: its series (``'ussuri'``), or ``'unknown'``
-    :ivar mixins: names of the mixins applied (empty unless patched)
+    :ivar mixins: names of the mixins applied: on ``patched``, the fixes
+        for bug 1879878 and anything beyond; on ``already-fixed``, only
+        the mixins that go beyond upstream (``['source_window']``), if any
     :ivar problems: list of human-readable strings (why refused)
+    :ivar warnings: list of human-readable strings: why a mixin that goes
+        beyond upstream was left out on a Nova that carries upstream's fix
     :ivar checks: list of :class:`~.base.MixinCheck`, one per mixin named
     :ivar lock: how the installed tracker takes its lock, or None
     :ivar manager: the composed manager class, or None
@@ -81,12 +90,13 @@ class ActivationReport(object):
     """
 
     def __init__(self, state, nova_version=None, mixins=(), problems=(),
-                 checks=(), lock=None, manager=None):
+                 checks=(), lock=None, manager=None, warnings=()):
         self.state = state
         self.nova_version = nova_version
         self.series = releases.series_of(nova_version or '')
         self.mixins = list(mixins)
         self.problems = list(problems)
+        self.warnings = list(warnings)
         self.checks = list(checks)
         self.lock = lock
         self.manager = manager
@@ -98,6 +108,12 @@ class ActivationReport(object):
         return [c.name for c in self.checks
                 if c.outcome == base.FIXED_UPSTREAM]
 
+    @property
+    def not_applied(self):
+        """Mixins checked that neither apply nor stand aside."""
+        aside = set(self.standing_aside) | set(self.mixins)
+        return [c.name for c in self.checks if c.name not in aside]
+
     def to_dict(self):
         return {
             'state': self.state,
@@ -105,7 +121,9 @@ class ActivationReport(object):
             'series': self.series,
             'mixins': self.mixins,
             'standing_aside': self.standing_aside,
+            'not_applied': self.not_applied,
             'problems': self.problems,
+            'warnings': self.warnings,
             'lock': self.lock,
             'checks': [c.to_dict() for c in self.checks],
         }
@@ -246,6 +264,9 @@ def evaluate(conf=None):
             'SERVICE_MANAGERS[%r] is unusable: %s' % (SERVICE_BINARY, e)])
 
     checks = [spec.check() for spec in specs]
+    core = [c for s, c in zip(specs, checks) if not s.beyond_upstream]
+    if core and all(c.outcome == base.FIXED_UPSTREAM for c in core):
+        return _beyond_upstream(version, manager_cls, specs, checks)
     if all(c.outcome == base.FIXED_UPSTREAM for c in checks):
         return ActivationReport(ALREADY_FIXED, version, checks=checks)
     for c in checks:
@@ -274,6 +295,49 @@ def evaluate(conf=None):
         checks=checks, lock=lock.describe(), manager=manager)
 
 
+def _beyond_upstream(version, manager_cls, specs, checks):
+    """Nova carries upstream's fix: apply what goes beyond it, if anything.
+
+    The state stays ``already-fixed``: bug 1879878 is fixed by Nova
+    itself. A mixin that goes beyond upstream applies only if everything
+    about it checks out; if not, it stays out with a warning and
+    nova-compute runs as upstream's, since refusing to start a Nova that
+    has the fix would be worse than the window left open.
+    """
+    warnings = []
+    applied = []
+    for spec, check in zip(specs, checks):
+        if not spec.beyond_upstream or check.outcome == base.FIXED_UPSTREAM:
+            continue
+        if check.outcome == base.MATCH:
+            applied.append((spec, check))
+        else:
+            warnings.extend('%s not applied: %s' % (spec.name, problem)
+                            for problem in check.problems)
+    lock = None
+    if applied:
+        try:
+            lock = locking.tracker_lock(mixins.LOCK_REFS)
+        except locking.UnknownLock as e:
+            warnings.extend(
+                '%s not applied: cannot tell how the tracker takes '
+                'COMPUTE_RESOURCE_SEMAPHORE: %s' % (spec.name, e)
+                for spec, _check in applied)
+            applied = []
+    for spec, check in list(applied):
+        overridden = _overridden(
+            manager_cls, spec.refs.replaces + spec.refs.relies_on)
+        if overridden:
+            warnings.extend('%s not applied: %s' % (spec.name, problem)
+                            for problem in overridden)
+            applied.remove((spec, check))
+    manager = compose(manager_cls, applied, lock) if applied else None
+    return ActivationReport(
+        ALREADY_FIXED, version, mixins=[s.name for s, _c in applied],
+        checks=checks, lock=lock.describe() if applied else None,
+        manager=manager, warnings=warnings)
+
+
 def compose(manager_cls, applied, lock):
     """Build the tracker subclass and the manager class.
 
@@ -286,15 +350,16 @@ def compose(manager_cls, applied, lock):
 
     impls = [spec.implementation(check.family) for spec, check in applied]
     tracker_mixins = tuple(i.tracker for i in impls if i.tracker)
-    namespace = {
-        '__module__': __name__,
+    namespace = {'__module__': __name__}
+    if not hasattr(resource_tracker.ResourceTracker, '_drop_move_claim'):
         # NOTE: the body of the installed drop_move_claim without its lock
         # (the guard checked it is the code we know, and that it takes no
         # lock itself). The lock is not reentrant, so code already holding
-        # it must call this, as upstream's fix calls _drop_move_claim.
-        '_drop_move_claim': inspect.unwrap(
-            resource_tracker.ResourceTracker.__dict__['drop_move_claim']),
-    }
+        # it must call this, as upstream's fix calls _drop_move_claim. A
+        # Nova with upstream's fix has its own, which its drop_move_claim
+        # calls: replacing that one with this body would recurse.
+        namespace['_drop_move_claim'] = inspect.unwrap(
+            resource_tracker.ResourceTracker.__dict__['drop_move_claim'])
     for mixin in tracker_mixins:
         namespace.update(locking.apply_lock(
             ((name, getattr(mixin, name)) for name in dir(mixin)), lock))
@@ -407,6 +472,15 @@ def _log(report):
                   'aside': ('; already fixed upstream: %s'
                             % ', '.join(report.standing_aside)
                             if report.standing_aside else '')})
+    elif report.state == ALREADY_FIXED and report.mixins:
+        LOG.info('nova-revert-lock: Nova %(version)s (%(series)s) already '
+                 'carries the fix for bug 1879878 (standing aside: '
+                 '%(aside)s); applied beyond upstream: %(mixins)s; '
+                 'COMPUTE_RESOURCE_SEMAPHORE taken as the tracker takes '
+                 'it: %(lock)s',
+                 {'version': report.nova_version, 'series': report.series,
+                  'aside': ', '.join(report.standing_aside),
+                  'mixins': ', '.join(report.mixins), 'lock': report.lock})
     elif report.state == ALREADY_FIXED:
         LOG.info('nova-revert-lock: Nova %s (%s) already carries the fix '
                  'for bug 1879878; standing aside', report.nova_version,
@@ -416,6 +490,8 @@ def _log(report):
     else:
         LOG.error('nova-revert-lock: refused to patch Nova %s: %s',
                   report.nova_version, '; '.join(report.problems))
+    for warning in report.warnings:
+        LOG.warning('nova-revert-lock: %s', warning)
 
 
 def describe_refusal(report):

@@ -26,7 +26,7 @@ GROUP = cfg.OptGroup(
 
 #: Every mixin this package ships, in application order. A unit test
 #: keeps it equal to the ``nova_revert_lock.compute_mixins`` entry points.
-SHIPPED_MIXINS = ['confirm', 'revert']
+SHIPPED_MIXINS = ['confirm', 'revert', 'source_window']
 
 OPTS = [
     cfg.BoolOpt(
@@ -61,8 +61,12 @@ OPTS = [
 
 def register_opts(conf):
     """Register the group on ``conf``; safe to call more than once."""
-    conf.register_group(GROUP)
-    conf.register_opts(OPTS, group=GROUP)
+    # NOTE: an OptGroup keeps the overrides of its options, so each
+    # ConfigOpts gets a group object of its own (sharing GROUP would leak
+    # set_override() from one configuration into every other).
+    conf.register_group(cfg.OptGroup(GROUP.name, title=GROUP.title,
+                                     help=GROUP.help))
+    conf.register_opts(OPTS, group=GROUP.name)
 
 
 def list_opts():

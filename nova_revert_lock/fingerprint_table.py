@@ -68,6 +68,12 @@ FINGERPRINTS = {
         '54e6efb371ef235e35948002a7b539715877759610d766a3e1c456e51d22ae6f':
             ('31.3.1',),
     },
+    'nova.compute.resource_tracker:ResourceTracker._pair_instances_to_migrations': {
+        'a47d80ccfc89da96c55a46c26beedd70f8d7ecfd0007a1823a8f747abe323847':
+            ('20.0.0', '20.0.1', '20.1.0', '20.1.1', '20.2.0', '20.3.0',
+             '20.4.0', '20.4.1', '20.5.0', '20.6.0', '20.6.1', '21.0.0',
+             '21.1.0', '21.1.1', '21.1.2', '31.3.1'),
+    },
     'nova.compute.resource_tracker:ResourceTracker._update_available_resource': {
         'afe00d1416c2b301cc31a35da30c0472ac114edd9026adffa8c0a66a84624562':
             ('20.0.0', '20.0.1', '20.1.0', '20.1.1', '20.2.0', '20.3.0',
@@ -75,6 +81,14 @@ FINGERPRINTS = {
         '5ec8f64547af6d74b3eaf3b9b4baf426ae3bf1faff46bbc575e22df55c1368f8':
             ('21.0.0', '21.1.0', '21.1.1', '21.1.2'),
         '289f4ef781b3569abdc84faaff4095f9e13b8f6c7b9a0ddf71f1305aebd0b915':
+            ('31.3.1',),
+    },
+    'nova.compute.resource_tracker:ResourceTracker._update_usage_from_migration': {
+        'ac933c8bbf5adfb73f10903ee5fc6222f5c1f25d3b0767f57bb17ecc53d4a8ed':
+            ('20.0.0', '20.0.1', '20.1.0', '20.1.1', '20.2.0', '20.3.0',
+             '20.4.0', '20.4.1', '20.5.0', '20.6.0', '20.6.1', '21.0.0',
+             '21.1.0', '21.1.1', '21.1.2'),
+        '5b67dad1dfd83dd99f958beed5218a8ffdedeff6639a0c6991a53f364630a13f':
             ('31.3.1',),
     },
     'nova.compute.resource_tracker:ResourceTracker._update_usage_from_migrations': {

@@ -64,6 +64,8 @@ def format_check_table(report):
     if report.standing_aside:
         lines.append('Fixed upstream (standing aside): %s'
                      % ', '.join(report.standing_aside))
+    if report.not_applied:
+        lines.append('Not applied: %s' % ', '.join(report.not_applied))
     for check in report.checks:
         lines.append('')
         lines.append('mixin %-20s %s%s' % (
@@ -83,6 +85,9 @@ def format_check_table(report):
                 _short(function.ref),
                 (function.fingerprint or '-')[:12], result))
     lines.append('')
+    if report.warnings:
+        lines.append('Warnings:')
+        lines.extend('  - %s' % w for w in report.warnings)
     if report.problems:
         lines.append('Problems:')
         lines.extend('  - %s' % p for p in report.problems)

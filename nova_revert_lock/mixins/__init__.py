@@ -44,6 +44,15 @@ REFS = collections.OrderedDict([
                    _RT + 'drop_move_claim',
                    _RT + '_update_usage_from_migrations',
                    _INSTANCE + 'revert_migration_context'))),
+    # Beyond upstream: the source keeps counting a reverting instance
+    # until finish_revert_resize has put it back (mixins/source_window.py).
+    ('source_window', Refs(
+        replaces=(_RT + '_update_available_resource',),
+        relies_on=(_RT + '_pair_instances_to_migrations',
+                   _RT + '_update_usage_from_migrations',
+                   _RT + '_update_usage_from_migration',
+                   _CM + 'revert_resize',
+                   _CM + 'finish_revert_resize'))),
 ])
 
 #: The functions whose lock the fix must share: the periodic task that

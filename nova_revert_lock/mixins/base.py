@@ -85,14 +85,20 @@ class MixinSpec(object):
     :param fixed_upstream: callable returning True when the installed Nova
         already carries this fix (decided from the code, since
         distributions backport without changing the version)
+    :param beyond_upstream: True for a mixin that fixes what upstream left
+        open (not bug 1879878 itself). It also applies to a Nova that
+        carries upstream's fix; there, if it cannot apply, it stays out
+        with a warning instead of refusing.
     """
 
-    def __init__(self, name, summary, implementations, fixed_upstream):
+    def __init__(self, name, summary, implementations, fixed_upstream,
+                 beyond_upstream=False):
         self.name = name
         self.summary = summary
         self.refs = mixins.REFS[name]
         self.implementations = implementations
         self.fixed_upstream = fixed_upstream
+        self.beyond_upstream = beyond_upstream
 
     def check(self, table=None):
         """Check the live Nova; return a :class:`MixinCheck`."""

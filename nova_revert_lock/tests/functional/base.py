@@ -219,7 +219,10 @@ class RaceMixin(object):
         return node.vcpus_used
 
     def run_periodic(self, host):
-        self.computes[host].manager.update_available_resource(self.ctxt)
+        # NOTE: a context of its own: the raced periodic runs in another
+        # greenthread, and a context is not to be shared across them.
+        self.computes[host].manager.update_available_resource(
+            nova_context.get_admin_context())
 
     def wait_periodics(self):
         for gt in self.periodics:

@@ -1,0 +1,276 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The source-side window of a revert, probed by the source's periodic task.
+
+A server is resized host1 -> host2 (1 -> 2 vCPUs) and reverted. While the
+revert runs, the source's ``update_available_resource`` is run at each
+point of the window, and the source's vCPU usage it leaves is recorded:
+
+``cast``
+    on the destination, as it casts ``finish_revert_resize`` to the source
+    (migration ``reverted``, destination claim dropped)
+``source-entry``
+    as the source's ``finish_revert_resize`` starts
+``revert-start``
+    at its ``resize.revert.start`` notification
+``before-host-save``
+    just before the source saves ``instance.host`` back
+``after-host-save``
+    just after that save (the instance is back: counted once, not twice)
+
+On plain Nova (every release, including those with upstream's fix for bug
+1879878) the first four read 0: the instance is counted on neither host.
+With the extension each reads 1. ``SourceWindowCanary`` shows the window
+on plain Nova, so that the tests with the extension prove something.
+"""
+
+from nova.compute import manager as compute_manager
+from nova.compute import rpcapi as compute_rpcapi
+from nova import context as nova_context
+from nova import objects
+from nova import service
+from nova.tests.functional import integrated_helpers
+
+from nova_revert_lock import activation
+from nova_revert_lock.mixins import base as mixin_base
+from nova_revert_lock.mixins import source_window
+from nova_revert_lock.tests.functional import base
+
+PLAIN_MANAGER = 'nova.compute.manager.ComputeManager'
+WINDOW = ('cast', 'source-entry', 'revert-start', 'before-host-save')
+LANDED = 'after-host-save'
+
+
+def window_fixed_upstream():
+    """True if the installed Nova closes the window itself (none does)."""
+    check = source_window.SPEC.check()
+    return check.outcome == mixin_base.FIXED_UPSTREAM
+
+
+class WindowProbeMixin(object):
+    """Run the source's periodic task at each point of the revert window.
+
+    Use after :class:`~.base.RaceMixin` in the bases. ``plain_hosts`` are
+    started with Nova's own manager even when the extension is active,
+    which is how a deployment looks while it is rolled out host by host.
+    """
+
+    source = 'host1'
+    dest = 'host2'
+    plain_hosts = ()
+
+    def setUp(self):
+        super(WindowProbeMixin, self).setUp()
+        self.probing = False
+        self.probes = []
+        self._in_source_half = False
+        self._in_probe = False
+        self._install_window_probes()
+
+    def _start_compute(self, host, *args, **kwargs):
+        if not (self.extension and host in self.plain_hosts):
+            return super(WindowProbeMixin, self)._start_compute(
+                host, *args, **kwargs)
+        key = activation.SERVICE_BINARY
+        saved = service.SERVICE_MANAGERS[key]
+        service.SERVICE_MANAGERS[key] = PLAIN_MANAGER
+        try:
+            return super(WindowProbeMixin, self)._start_compute(
+                host, *args, **kwargs)
+        finally:
+            service.SERVICE_MANAGERS[key] = saved
+
+    def probe(self, label):
+        """Run the source's periodic task; record the vCPUs it counts."""
+        self._in_probe = True
+        try:
+            # NOTE: a context of its own: the probe runs in a compute's
+            # greenthread while the test polls the database with
+            # self.ctxt, and a context carries its open transaction.
+            self.computes[self.source].manager.update_available_resource(
+                nova_context.get_admin_context())
+        finally:
+            self._in_probe = False
+        self.probes.append((label, self.vcpus_used(self.source)))
+
+    def _install_window_probes(self):
+        test = self
+        orig_cast = compute_rpcapi.ComputeAPI.finish_revert_resize
+        orig_finish = compute_manager.ComputeManager.finish_revert_resize
+        orig_notify = (
+            compute_manager.ComputeManager._notify_about_instance_usage)
+        orig_save = objects.Instance.save
+
+        def cast(rpcapi, ctxt, instance, migration, *args, **kwargs):
+            if test.probing:
+                test.probe('cast')
+            return orig_cast(rpcapi, ctxt, instance, migration, *args,
+                             **kwargs)
+
+        def finish_revert_resize(manager, *args, **kwargs):
+            at_source = test.probing and manager.host == test.source
+            if at_source:
+                test._in_source_half = True
+                test.probe('source-entry')
+            try:
+                return orig_finish(manager, *args, **kwargs)
+            finally:
+                if at_source:
+                    test._in_source_half = False
+
+        def notify(manager, context, instance, event_suffix, *args,
+                   **kwargs):
+            if (test._in_source_half and manager.host == test.source and
+                    event_suffix == 'resize.revert.start'):
+                test.probe('revert-start')
+            return orig_notify(manager, context, instance, event_suffix,
+                               *args, **kwargs)
+
+        def save(instance, *args, **kwargs):
+            moving_back = (
+                test._in_source_half and not test._in_probe and
+                'host' in instance.obj_what_changed() and
+                instance.host == test.source)
+            if moving_back:
+                test.probe('before-host-save')
+            result = orig_save(instance, *args, **kwargs)
+            if moving_back:
+                test.probe(LANDED)
+            return result
+
+        self.stub_out('nova.compute.rpcapi.ComputeAPI.finish_revert_resize',
+                      cast)
+        self.stub_out('nova.compute.manager.ComputeManager.'
+                      'finish_revert_resize', finish_revert_resize)
+        self.stub_out('nova.compute.manager.ComputeManager.'
+                      '_notify_about_instance_usage', notify)
+        self.stub_out('nova.objects.Instance.save', save)
+
+    def _probed_revert(self):
+        """Resize host1 -> host2, revert with the probes on."""
+        server = self._boot(self.flavor_small, host=self.source)
+        server = self.resize(server, self.flavor_large)
+        self.assertEqual(self.dest, self._host_of(server))
+        self.probing = True
+        server = self.revert(server)
+        self.probing = False
+        self.assertEqual(self.source, self._host_of(server))
+        self.assertEqual(list(WINDOW) + [LANDED],
+                         [label for label, _vcpus in self.probes])
+        return server
+
+    def _assert_healed(self):
+        for host in self.hosts:
+            self.run_periodic(host)
+        self.assertEqual((1, 0), (self.vcpus_used(self.source),
+                                  self.vcpus_used(self.dest)))
+
+    def _manager_classes(self):
+        return dict((host, type(self.computes[host].manager).__name__)
+                    for host in self.hosts)
+
+
+class _WindowTestBase(base.ExtensionFixtureMixin, base.RaceMixin,
+                      WindowProbeMixin,
+                      integrated_helpers.ProviderUsageBaseTestCase):
+    pass
+
+
+class SourceWindowTest(_WindowTestBase):
+    """With the extension on both hosts the source never loses count."""
+
+    def setUp(self):
+        super(SourceWindowTest, self).setUp()
+        report = self.activation_report
+        self.assertIn(str(report.state),
+                      (activation.PATCHED, activation.ALREADY_FIXED),
+                      report.problems)
+        self.assertIn('source_window', report.mixins)
+
+    def test_source_counts_the_instance_through_the_window(self):
+        self._probed_revert()
+        self.assertEqual([(label, 1) for label in WINDOW] + [(LANDED, 1)],
+                         self.probes)
+        self._assert_healed()
+
+    def test_revert_cycles_never_count_twice(self):
+        server = self._boot(self.flavor_small, host=self.source)
+        for _i in range(2):
+            server = self.resize(server, self.flavor_large)
+            self.probing = True
+            server = self.revert(server)
+            self.probing = False
+        self.assertEqual([1] * 10, [vcpus for _l, vcpus in self.probes])
+        self._assert_healed()
+
+    def test_failed_look_up_counts_as_upstream(self):
+        def broken(*args, **kwargs):
+            raise RuntimeError('database gone')
+
+        self.stub_out('nova_revert_lock.mixins.source_window.'
+                      'SourceWindowTracker._nrl_query_reverting', broken)
+        self._probed_revert()
+        # The periodic task itself still runs; only the window is open.
+        self.assertEqual([(label, 0) for label in WINDOW] + [(LANDED, 1)],
+                         self.probes)
+        self._assert_healed()
+
+
+class SourceWindowSourceOnlyTest(_WindowTestBase):
+    """Only the source runs the extension: it keeps its own books right."""
+
+    plain_hosts = ('host2',)
+
+    def test_source_counts_the_instance_through_the_window(self):
+        self.assertEqual({'host1': 'RevertLockComputeManager',
+                          'host2': 'ComputeManager'},
+                         self._manager_classes())
+        self._probed_revert()
+        self.assertEqual([(label, 1) for label in WINDOW] + [(LANDED, 1)],
+                         self.probes)
+        self._assert_healed()
+
+
+class SourceWindowDestOnlyTest(_WindowTestBase):
+    """Only the destination runs it: the source behaves as upstream."""
+
+    plain_hosts = ('host1',)
+
+    def test_plain_source_as_upstream_and_nothing_breaks(self):
+        self.assertEqual({'host1': 'ComputeManager',
+                          'host2': 'RevertLockComputeManager'},
+                         self._manager_classes())
+        self._probed_revert()
+        self.assertEqual([(label, 0) for label in WINDOW] + [(LANDED, 1)],
+                         self.probes)
+        self._assert_healed()
+
+
+class SourceWindowCanary(_WindowTestBase):
+    """Plain Nova: the source counts the instance nowhere in the window."""
+
+    extension = False
+
+    def setUp(self):
+        if window_fixed_upstream():
+            self.skipTest('the installed Nova closes the source window')
+        super(SourceWindowCanary, self).setUp()
+
+    def test_window_shows_on_plain_nova(self):
+        self.assertEqual({'host1': 'ComputeManager',
+                          'host2': 'ComputeManager'},
+                         self._manager_classes())
+        self._probed_revert()
+        self.assertEqual([(label, 0) for label in WINDOW] + [(LANDED, 1)],
+                         self.probes)
+        self._assert_healed()

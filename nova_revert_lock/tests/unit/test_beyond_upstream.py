@@ -1,0 +1,161 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Activation with a mixin that goes beyond upstream (source_window).
+
+Runs the guard against the Nova installed in the test environment: the
+expectations depend on whether it carries upstream's fix for bug 1879878
+(21.1.1+, 31.x) or not (20.x, 21.0.0-21.1.0).
+"""
+
+import fixtures
+from oslo_config import cfg
+from oslotest import base as test_base
+
+from nova_revert_lock import activation
+from nova_revert_lock.cmd import manage
+from nova_revert_lock import conf as nrl_conf
+from nova_revert_lock import fingerprint_table
+from nova_revert_lock.mixins import base
+from nova_revert_lock.mixins import confirm
+from nova_revert_lock.mixins import source_window
+
+CORE = ['confirm', 'revert']
+
+
+def nova_has_upstream_fix():
+    return confirm.SPEC.check().outcome == base.FIXED_UPSTREAM
+
+
+class BeyondUpstreamActivationTest(test_base.BaseTestCase):
+
+    def _evaluate(self, mixins=None):
+        conf = cfg.ConfigOpts()
+        nrl_conf.register_opts(conf)
+        conf([], project='nova', default_config_files=[])
+        if mixins is not None:
+            # NOTE: the option group object is module-level and shallow
+            # copied by each ConfigOpts, so overrides are seen by every
+            # ConfigOpts: clear them after the test.
+            conf.set_override('mixins', mixins, group='revert_lock')
+            self.addCleanup(conf.clear_override, 'mixins',
+                            group='revert_lock')
+        return activation.evaluate(conf)
+
+    def _forget_pairing_fingerprints(self):
+        """Make source_window's code unknown to the guard."""
+        ref = ('nova.compute.resource_tracker:ResourceTracker.'
+               '_pair_instances_to_migrations')
+        table = dict(fingerprint_table.FINGERPRINTS)
+        table.pop(ref)
+        self.useFixture(fixtures.MockPatchObject(
+            fingerprint_table, 'FINGERPRINTS', table))
+
+    def test_shipped_by_default(self):
+        self.assertIn('source_window', nrl_conf.SHIPPED_MIXINS)
+        self.assertIn('source_window', activation.available_mixins())
+
+    def test_default_mixins(self):
+        report = self._evaluate()
+        self.assertEqual([], report.problems)
+        self.assertEqual([], report.warnings)
+        self.assertEqual([], report.not_applied)
+        self.assertIsNotNone(report.manager)
+        self.assertTrue(issubclass(report.manager,
+                                   source_window.SourceWindowMixin))
+        tracker = report.manager._nrl_tracker_class
+        self.assertTrue(issubclass(tracker,
+                                   source_window.SourceWindowTracker))
+        if nova_has_upstream_fix():
+            self.assertEqual(activation.ALREADY_FIXED, report.state)
+            self.assertEqual(['source_window'], report.mixins)
+            self.assertEqual(CORE, report.standing_aside)
+            # Upstream's tracker has its own _drop_move_claim, which its
+            # drop_move_claim calls: the composed tracker keeps it.
+            self.assertNotIn('_drop_move_claim', tracker.__dict__)
+        else:
+            self.assertEqual(activation.PATCHED, report.state)
+            self.assertEqual(CORE + ['source_window'], report.mixins)
+            self.assertEqual([], report.standing_aside)
+            self.assertIn('_drop_move_claim', tracker.__dict__)
+
+    def test_core_mixins_only(self):
+        report = self._evaluate(CORE)
+        if nova_has_upstream_fix():
+            self.assertEqual(activation.ALREADY_FIXED, report.state)
+            self.assertEqual([], report.mixins)
+            self.assertEqual(CORE, report.standing_aside)
+            self.assertIsNone(report.manager)
+        else:
+            self.assertEqual(activation.PATCHED, report.state)
+            self.assertEqual(CORE, report.mixins)
+
+    def test_unknown_code_on_fixed_nova_warns_and_stands_back(self):
+        if not nova_has_upstream_fix():
+            self.skipTest('the installed Nova lacks upstream fix')
+        self._forget_pairing_fingerprints()
+        report = self._evaluate()
+        self.assertEqual(activation.ALREADY_FIXED, report.state)
+        self.assertEqual([], report.mixins)
+        self.assertIsNone(report.manager)
+        self.assertEqual([], report.problems)
+        self.assertEqual(['source_window'], report.not_applied)
+        self.assertEqual(1, len(report.warnings), report.warnings)
+        self.assertIn('source_window not applied', report.warnings[0])
+        self.assertIn('_pair_instances_to_migrations', report.warnings[0])
+
+    def test_unknown_code_on_affected_nova_refuses(self):
+        if nova_has_upstream_fix():
+            self.skipTest('the installed Nova carries upstream fix')
+        self._forget_pairing_fingerprints()
+        report = self._evaluate()
+        self.assertEqual(activation.REFUSED, report.state)
+        self.assertIsNone(report.manager)
+        self.assertIn('_pair_instances_to_migrations',
+                      '; '.join(report.problems))
+
+    def test_activate_registers_on_fixed_nova(self):
+        from nova import service
+        if not nova_has_upstream_fix():
+            self.skipTest('the installed Nova lacks upstream fix')
+        self.addCleanup(activation.deactivate)
+        before = service.SERVICE_MANAGERS['nova-compute']
+        report = activation.activate()
+        self.assertEqual(activation.ALREADY_FIXED, report.state)
+        self.assertEqual(activation.MANAGER_PATH,
+                         service.SERVICE_MANAGERS['nova-compute'])
+        activation.deactivate()
+        self.assertEqual(before, service.SERVICE_MANAGERS['nova-compute'])
+
+    def test_report_and_check_table_say_what_applied(self):
+        report = self._evaluate()
+        data = report.to_dict()
+        self.assertEqual(report.mixins, data['mixins'])
+        self.assertEqual(report.standing_aside, data['standing_aside'])
+        self.assertEqual([], data['not_applied'])
+        self.assertEqual([], data['warnings'])
+        table = manage.format_check_table(report)
+        self.assertIn('Applied:   %s' % ', '.join(report.mixins), table)
+        self.assertIn('mixin source_window        match', table)
+        if nova_has_upstream_fix():
+            self.assertIn('State:     already-fixed', table)
+            self.assertIn('Fixed upstream (standing aside): confirm, revert',
+                          table)
+
+    def test_check_table_shows_warnings(self):
+        if not nova_has_upstream_fix():
+            self.skipTest('the installed Nova lacks upstream fix')
+        self._forget_pairing_fingerprints()
+        table = manage.format_check_table(self._evaluate())
+        self.assertIn('Applied:   -', table)
+        self.assertIn('Not applied: source_window', table)
+        self.assertIn('Warnings:\n  - source_window not applied', table)
