@@ -419,12 +419,15 @@ def activate(conf=None):
     except (cfg.ConfigFileValueError, ValueError) as e:
         raise exception.ConfigurationError(
             'invalid value in [revert_lock]: %s' % e)
-    if _ACTIVE.report is not None:
-        if _ACTIVE.key == key:
-            return _ACTIVE.report
-        deactivate()
+    if _ACTIVE.report is not None and _ACTIVE.key == key:
+        return _ACTIVE.report
 
+    # NOTE: evaluate before undoing the activation in force: a new
+    # configuration that cannot be acted on raises here and leaves the
+    # previous activation whole, never half undone. evaluate() reads the
+    # manager we replaced, not ours, from SERVICE_MANAGERS.
     report = evaluate(conf)
+    deactivate()
     manager = report.manager
     if manager is None:
         manager = _status_only_manager(report)

@@ -19,8 +19,10 @@ longer counts the incoming migration, and the drop then removes its usage
 a second time.
 
 The fix, as upstream's ``drop_move_claim_at_dest``: the status change, the
-new-flavor claim drop and the migration-context revert form one critical
-section under ``COMPUTE_RESOURCE_SEMAPHORE``.
+migration-context revert and the new-flavor claim drop form one critical
+section under ``COMPUTE_RESOURCE_SEMAPHORE``, in Nova's own order (the
+claim last), so that a failure inside it leaves the books as plain Nova
+leaves them.
 """
 
 from nova.compute import manager as nova_manager
@@ -53,11 +55,18 @@ class DestClaimDropTracker(object):
             # stop counting the migration on this host.
             migration.status = 'reverted'
             migration.save()
+            # NOTE: Nova's own order: revert and save the instance, then
+            # drop the claim (which reads only the migration context, not
+            # the fields reverted here). Upstream's fix drops first; then a
+            # failure of the save leaves an instance in ERROR on this host
+            # whose usage is already gone from the books (its pinned CPUs
+            # free for a new claim) until the next periodic task. In this
+            # order the claim stays with it, as on plain Nova.
+            instance.revert_migration_context()
+            instance.save(expected_task_state=[task_states.RESIZE_REVERTING])
             self._drop_move_claim(
                 context, instance, migration.dest_node, instance.new_flavor,
                 prefix='new_')
-            instance.revert_migration_context()
-            instance.save(expected_task_state=[task_states.RESIZE_REVERTING])
 
 
 class RevertUnderLockMixin(object):
@@ -72,7 +81,7 @@ class RevertUnderLockMixin(object):
         """Destroy the new instance on the destination host.
 
         Same steps, notifications and states as upstream's, except that the
-        status change, claim drop and migration-context revert run as one
+        status change, migration-context revert and claim drop run as one
         critical section (``drop_move_claim_at_dest``).
         """
         # A revert is a resize back to the old size: send a usage event.
@@ -100,8 +109,8 @@ class RevertUnderLockMixin(object):
 
             self._terminate_volume_connections(context, instance, bdms)
 
-            # Status change, new-flavor claim drop and migration-context
-            # revert, as one critical section.
+            # Status change, migration-context revert and new-flavor claim
+            # drop, as one critical section.
             self.rt.drop_move_claim_at_dest(context, instance, migration)
 
             # Cast back to the source host to finish the revert there.

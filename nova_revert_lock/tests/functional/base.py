@@ -219,8 +219,9 @@ class RaceMixin(object):
         return node.vcpus_used
 
     def run_periodic(self, host):
-        # NOTE: a context of its own: the raced periodic runs in another
-        # greenthread, and a context is not to be shared across them.
+        # NOTE: a context of its own: oslo.db keeps the transaction on the
+        # context, and a periodic in another greenthread sharing the test's
+        # context makes the test's next query fail mid-transaction.
         self.computes[host].manager.update_available_resource(
             nova_context.get_admin_context())
 
