@@ -46,6 +46,9 @@ LOG = logging.getLogger(__name__)
 
 PATCHED = 'patched'
 ALREADY_FIXED = 'already-fixed'
+#: none of the mixins named applies to this Nova (the features they fix
+#: do not exist in it), so there is nothing to patch
+NOT_APPLICABLE = 'not-applicable'
 REFUSED = 'refused'
 DISABLED = 'disabled'
 
@@ -57,8 +60,9 @@ MANAGER_PATH = __name__ + '.RevertLockComputeManager'
 class ActivationReport(object):
     """What :func:`activate` found and did.
 
-    :ivar state: ``'patched'``, ``'already-fixed'``, ``'refused'`` or
-        ``'disabled'`` (a str: ``str(report.state)`` is the word)
+    :ivar state: ``'patched'``, ``'already-fixed'``, ``'not-applicable'``,
+        ``'refused'`` or ``'disabled'`` (a str: ``str(report.state)`` is
+        the word)
     :ivar nova_version: installed Nova release string, or None
     :ivar series: its series (``'ussuri'``), or ``'unknown'``
     :ivar mixins: names of the mixins applied (empty unless patched)
@@ -85,6 +89,12 @@ class ActivationReport(object):
         return [c.name for c in self.checks
                 if c.outcome == base.FIXED_UPSTREAM]
 
+    @property
+    def not_applicable(self):
+        """Mixins whose feature the installed Nova does not have."""
+        return [c.name for c in self.checks
+                if c.outcome == base.NOT_APPLICABLE]
+
     def to_dict(self):
         return {
             'state': self.state,
@@ -92,6 +102,7 @@ class ActivationReport(object):
             'series': self.series,
             'mixins': self.mixins,
             'standing_aside': self.standing_aside,
+            'not_applicable': self.not_applicable,
             'problems': self.problems,
             'lock': self.lock,
             'checks': [c.to_dict() for c in self.checks],
@@ -233,7 +244,10 @@ def evaluate(conf=None):
             'SERVICE_MANAGERS[%r] is unusable: %s' % (SERVICE_BINARY, e)])
 
     checks = [spec.check() for spec in specs]
-    if all(c.outcome == base.FIXED_UPSTREAM for c in checks):
+    if all(c.outcome == base.NOT_APPLICABLE for c in checks):
+        return ActivationReport(NOT_APPLICABLE, version, checks=checks)
+    if all(c.outcome in (base.FIXED_UPSTREAM, base.NOT_APPLICABLE)
+           for c in checks):
         return ActivationReport(ALREADY_FIXED, version, checks=checks)
     for c in checks:
         problems.extend(c.problems)
@@ -270,7 +284,14 @@ def compose(manager_cls, applied, lock):
     from nova.compute import resource_tracker
 
     impls = [spec.implementation(check.family) for spec, check in applied]
-    tracker_mixins = tuple(i.tracker for i in impls if i.tracker)
+    # NOTE: mixins for different callers of the same locked tracker method
+    # (same-cell and cross-cell confirm both need drop_move_claim_at_source)
+    # share its tracker class; a class may appear only once in the bases.
+    tracker_mixins = []
+    for impl in impls:
+        if impl.tracker and impl.tracker not in tracker_mixins:
+            tracker_mixins.append(impl.tracker)
+    tracker_mixins = tuple(tracker_mixins)
     namespace = {
         '__module__': __name__,
         # NOTE: the body of the installed drop_move_claim without its lock
@@ -358,6 +379,14 @@ def _log(report):
                   'aside': ('; already fixed upstream: %s'
                             % ', '.join(report.standing_aside)
                             if report.standing_aside else '')})
+        if report.not_applicable:
+            LOG.info('nova-revert-lock: not applicable to Nova %s (the '
+                     'code they fix does not exist in it): %s',
+                     report.nova_version, ', '.join(report.not_applicable))
+    elif report.state == NOT_APPLICABLE:
+        LOG.info('nova-revert-lock: none of %s applies to Nova %s (%s); '
+                 'standing aside', ', '.join(report.not_applicable),
+                 report.nova_version, report.series)
     elif report.state == ALREADY_FIXED:
         LOG.info('nova-revert-lock: Nova %s (%s) already carries the fix '
                  'for bug 1879878; standing aside', report.nova_version,

@@ -16,8 +16,8 @@
 Python environment: its release and series, what activation would do,
 each mixin and each fingerprint.
 
-Exit codes: 0 patched or already-fixed; 1 refused, disabled, or Nova not
-importable; 2 bad usage or configuration.
+Exit codes: 0 patched, already-fixed or not-applicable; 1 refused,
+disabled, or Nova not importable; 2 bad usage or configuration.
 """
 
 import argparse
@@ -59,11 +59,18 @@ def format_check_table(report):
     if report.standing_aside:
         lines.append('Fixed upstream (standing aside): %s'
                      % ', '.join(report.standing_aside))
+    if report.not_applicable:
+        lines.append('Not applicable to this Nova: %s'
+                     % ', '.join(report.not_applicable))
+    width = max([50] + [len(_short(f.ref)) for c in report.checks
+                        for f in c.functions])
     for check in report.checks:
         lines.append('')
         lines.append('mixin %-20s %s%s' % (
             check.name, check.outcome,
             ' (%s)' % check.family if check.family else ''))
+        if check.note:
+            lines.append('  %s' % check.note)
         for function in check.functions:
             if function.error:
                 result = function.error
@@ -74,8 +81,8 @@ def format_check_table(report):
                     % (rel[0], rel[-1], len(rel)))
             else:
                 result = 'UNKNOWN CODE'
-            lines.append('  %-50s %-12s %s' % (
-                _short(function.ref),
+            lines.append('  %-*s %-12s %s' % (
+                width, _short(function.ref),
                 (function.fingerprint or '-')[:12], result))
     lines.append('')
     if report.problems:
@@ -109,7 +116,8 @@ def cmd_check(args):
         print(json.dumps(report.to_dict(), indent=2, sort_keys=True))
     else:
         print(format_check_table(report))
-    if report.state in (activation.PATCHED, activation.ALREADY_FIXED):
+    if report.state in (activation.PATCHED, activation.ALREADY_FIXED,
+                        activation.NOT_APPLICABLE):
         return EXIT_OK
     return EXIT_NOT_PROTECTED
 
