@@ -73,7 +73,10 @@ class ActivationReport(object):
     """What :func:`activate` found and did.
 
     :ivar state: ``'patched'``, ``'already-fixed'``, ``'refused'`` or
-        ``'disabled'`` (a str: ``str(report.state)`` is the word)
+        ``'disabled'`` (a str: ``str(report.state)`` is the word). Mixins
+        whose feature this Nova lacks (cross-cell resize on Train) are
+        left out and listed in ``not_applicable``; if that leaves nothing,
+        the state is ``'refused'``.
     :ivar nova_version: installed Nova release string, or None
     :ivar series: its series (``'ussuri'``), or ``'unknown'``
     :ivar mixins: names of the mixins applied: on ``patched``, the fixes
@@ -110,9 +113,16 @@ class ActivationReport(object):
 
     @property
     def not_applied(self):
-        """Mixins checked that neither apply nor stand aside."""
-        aside = set(self.standing_aside) | set(self.mixins)
+        """Mixins that apply to this Nova but were left out (warnings)."""
+        aside = (set(self.standing_aside) | set(self.mixins) |
+                 set(self.not_applicable))
         return [c.name for c in self.checks if c.name not in aside]
+
+    @property
+    def not_applicable(self):
+        """Mixins whose feature the installed Nova does not have."""
+        return [c.name for c in self.checks
+                if c.outcome == base.NOT_APPLICABLE]
 
     def to_dict(self):
         return {
@@ -122,6 +132,7 @@ class ActivationReport(object):
             'mixins': self.mixins,
             'standing_aside': self.standing_aside,
             'not_applied': self.not_applied,
+            'not_applicable': self.not_applicable,
             'problems': self.problems,
             'warnings': self.warnings,
             'lock': self.lock,
@@ -264,10 +275,16 @@ def evaluate(conf=None):
             'SERVICE_MANAGERS[%r] is unusable: %s' % (SERVICE_BINARY, e)])
 
     checks = [spec.check() for spec in specs]
-    core = [c for s, c in zip(specs, checks) if not s.beyond_upstream]
+    pairs = [(s, c) for s, c in zip(specs, checks)
+             if c.outcome != base.NOT_APPLICABLE]
+    if not pairs:
+        return ActivationReport(REFUSED, version, checks=checks, problems=[
+            'none of the configured mixins applies to this Nova: %s' % (
+                '; '.join('%s: %s' % (c.name, c.note) for c in checks))])
+    core = [c for s, c in pairs if not s.beyond_upstream]
     if core and all(c.outcome == base.FIXED_UPSTREAM for c in core):
         return _beyond_upstream(version, manager_cls, specs, checks)
-    if all(c.outcome == base.FIXED_UPSTREAM for c in checks):
+    if all(c.outcome == base.FIXED_UPSTREAM for _s, c in pairs):
         return ActivationReport(ALREADY_FIXED, version, checks=checks)
     for c in checks:
         problems.extend(c.problems)
@@ -307,7 +324,8 @@ def _beyond_upstream(version, manager_cls, specs, checks):
     warnings = []
     applied = []
     for spec, check in zip(specs, checks):
-        if not spec.beyond_upstream or check.outcome == base.FIXED_UPSTREAM:
+        if (not spec.beyond_upstream or
+                check.outcome in (base.FIXED_UPSTREAM, base.NOT_APPLICABLE)):
             continue
         if check.outcome == base.MATCH:
             applied.append((spec, check))
@@ -349,7 +367,14 @@ def compose(manager_cls, applied, lock):
     from nova.compute import resource_tracker
 
     impls = [spec.implementation(check.family) for spec, check in applied]
-    tracker_mixins = tuple(i.tracker for i in impls if i.tracker)
+    # NOTE: mixins for different callers of the same locked tracker method
+    # (same-cell and cross-cell confirm both need drop_move_claim_at_source)
+    # share its tracker class; a class may appear only once in the bases.
+    tracker_mixins = []
+    for impl in impls:
+        if impl.tracker and impl.tracker not in tracker_mixins:
+            tracker_mixins.append(impl.tracker)
+    tracker_mixins = tuple(tracker_mixins)
     namespace = {'__module__': __name__}
     if not hasattr(resource_tracker.ResourceTracker, '_drop_move_claim'):
         # NOTE: the body of the installed drop_move_claim without its lock

@@ -35,6 +35,38 @@ FINGERPRINTS = {
         '66d50c3cb0c24c3deca6ae3ef85aeee6920eb08b78f7e3063e4f69495845cb70':
             ('21.1.1', '21.1.2', '31.3.1'),
     },
+    'nova.compute.manager:ComputeManager._confirm_snapshot_based_resize_at_source': {
+        '1fadbca06a04c56a1b2014fa4e64569ed365c394ccdfbbe55033e3e7551ada81':
+            ('21.0.0', '21.1.0'),
+        'f547658881acc878a41c92ee331c2f81ae547387e0f6d444f163e6ac897e0e13':
+            ('21.1.1', '21.1.2'),
+        '13a3efe09d2920e45058ae6fdae211de6fc0845e5a4c8d7a7d41f594d811e6d2':
+            ('31.3.1',),
+    },
+    'nova.compute.manager:ComputeManager._finish_revert_snapshot_based_resize_at_source': {
+        '0d11cef826acaf7ac9a7eca1d75002a728be394f2f31c3736538a39e70794233':
+            ('21.0.0', '21.1.0'),
+        'e9bebf27045ba6cb526b9b77de4ec36b799bb4114d19532925ffe83131d095bf':
+            ('21.1.1', '21.1.2'),
+        '83469e3e8a811f0cf1501edf4a0263f64caa5dfac9c874752520fffc11d9b648':
+            ('31.3.1',),
+    },
+    'nova.compute.manager:ComputeManager._revert_snapshot_based_resize_at_dest': {
+        '57d74b0fe72fef4ea0cddae557e94b641b4220f29e3c339780d247b940469f34':
+            ('21.0.0', '21.1.0'),
+        '1873ec63a69187e971d49413ed295542e23b9d0f4d85dfc35d071f0b213c87cc':
+            ('21.1.1', '21.1.2'),
+        'd1f1fce157e262c8399e55db2065071015b2522e165123d2bd935ac4a73842e2':
+            ('31.3.1',),
+    },
+    'nova.compute.manager:ComputeManager._set_instance_info': {
+        '6bea0193f3c59bbe06d8d9c7079a12072c93398c44a5f4436e6b7c00c36026fc':
+            ('20.0.0', '20.0.1', '20.1.0', '20.1.1', '20.2.0', '20.3.0',
+             '20.4.0', '20.4.1', '20.5.0', '20.6.0', '20.6.1', '21.0.0',
+             '21.1.0', '21.1.1', '21.1.2'),
+        '46a0c2ecbc875c9fdf2a8f2bdddbce54afd05a25df224839d0f5ee6364480fb4':
+            ('31.3.1',),
+    },
     'nova.compute.manager:ComputeManager.confirm_resize': {
         '12832cb317bb89da592b6bc516b9ebfd5141916acdf8c9faab26302a14ef19e7':
             ('20.0.0', '20.0.1', '20.1.0', '20.1.1', '20.2.0', '21.0.0'),
@@ -45,6 +77,10 @@ FINGERPRINTS = {
             ('21.1.1', '21.1.2'),
         'ef3dcb4754f54bd2a5b18702fa5d720f00bbf21aaf5b792c486d3acdcbe1f918':
             ('31.3.1',),
+    },
+    'nova.compute.manager:ComputeManager.confirm_snapshot_based_resize_at_source': {
+        '24969bbc69209787f061ed5290dca2104e438730b212305b3c47fd554864b041':
+            ('21.0.0', '21.1.0', '21.1.1', '21.1.2', '31.3.1'),
     },
     'nova.compute.manager:ComputeManager.finish_revert_resize': {
         '7336e226fd245bd01af74e9b5238f39eebafd8a4f1d9f72ebff80795b61517f0':
@@ -57,6 +93,12 @@ FINGERPRINTS = {
         '4833f80f4f1ce38e4bb6a6e3d2e51614bb1e8a3ead752686d44a19f67a9d4b85':
             ('31.3.1',),
     },
+    'nova.compute.manager:ComputeManager.finish_revert_snapshot_based_resize_at_source': {
+        '6491bb512fd5018fc2398948691c529206c2ecef21770b44d483d1ce54718d75':
+            ('21.0.0', '21.1.0'),
+        '5e56bd3229ea4e8d07b9b22c1b7441c2e57436a66df613a49ebb7fdafc44b2f9':
+            ('21.1.1', '21.1.2', '31.3.1'),
+    },
     'nova.compute.manager:ComputeManager.revert_resize': {
         '9ea11846a2424733176cef876d6a6a4f6c40296c1de7a511ad6c71a10fc19095':
             ('20.0.0', '20.0.1', '20.1.0', '20.1.1', '20.2.0', '20.3.0',
@@ -67,6 +109,10 @@ FINGERPRINTS = {
             ('21.1.1', '21.1.2'),
         '54e6efb371ef235e35948002a7b539715877759610d766a3e1c456e51d22ae6f':
             ('31.3.1',),
+    },
+    'nova.compute.manager:ComputeManager.revert_snapshot_based_resize_at_dest': {
+        '8d88fab3e16f68d5e730e4514e6af5d8a1af1b114e23dbf1c43bb34fc4355468':
+            ('21.0.0', '21.1.0', '21.1.1', '21.1.2', '31.3.1'),
     },
     'nova.compute.resource_tracker:ResourceTracker._pair_instances_to_migrations': {
         'a47d80ccfc89da96c55a46c26beedd70f8d7ecfd0007a1823a8f747abe323847':
@@ -108,6 +154,26 @@ FINGERPRINTS = {
         '165b0af76df14c58b83506bc6a3704a3848cc69ec5eb1db22703260bf5c5b9d0':
             ('21.1.1', '21.1.2'),
         'f7a2e6568aea6342af9533116f08b62b9687e98b2dd9e3e470b6337e5ba3956b':
+            ('31.3.1',),
+    },
+    'nova.conductor.tasks.cross_cell_migrate:ConfirmResizeTask._cleanup_source_host': {
+        '6b491974ebce8a309da7ed44d7670b128c535d83b66b6918a99a84bd40c326f5':
+            ('21.0.0', '21.1.0', '21.1.1', '21.1.2'),
+        '61015d7181453504656d6f19c8155bb4dd06735e5a10f38c821ede7463e1ad49':
+            ('31.3.1',),
+    },
+    'nova.conductor.tasks.cross_cell_migrate:ConfirmResizeTask._execute': {
+        '194ecb43b1a53772c247cdea12a401a830265a35c196040ac32dd0c25635a61b':
+            ('21.0.0', '21.1.0', '21.1.1', '21.1.2', '31.3.1'),
+    },
+    'nova.conductor.tasks.cross_cell_migrate:RevertResizeTask._execute': {
+        '430a4c807432abd9ffab83a64080687bed98055e037d7a148b4d1423595aa861':
+            ('21.0.0', '21.1.0', '21.1.1', '21.1.2', '31.3.1'),
+    },
+    'nova.conductor.tasks.cross_cell_migrate:RevertResizeTask._update_instance_in_source_cell': {
+        'e8458e5fae5746d62ff66a3f1b34f4381c6a8e705d0ecda85722060bc2aa0902':
+            ('21.0.0', '21.1.0', '21.1.1', '21.1.2'),
+        'dbf96c755e667161b445e4088a522b25d2019f65bfa48af5463cae69abf48cb9':
             ('31.3.1',),
     },
     'nova.objects.instance:Instance.revert_migration_context': {

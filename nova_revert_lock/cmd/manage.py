@@ -66,11 +66,18 @@ def format_check_table(report):
                      % ', '.join(report.standing_aside))
     if report.not_applied:
         lines.append('Not applied: %s' % ', '.join(report.not_applied))
+    if report.not_applicable:
+        lines.append('Not applicable to this Nova: %s'
+                     % ', '.join(report.not_applicable))
+    width = max([50] + [len(_short(f.ref)) for c in report.checks
+                        for f in c.functions])
     for check in report.checks:
         lines.append('')
         lines.append('mixin %-20s %s%s' % (
             check.name, check.outcome,
             ' (%s)' % check.family if check.family else ''))
+        if check.note:
+            lines.append('  %s' % check.note)
         for function in check.functions:
             if function.error:
                 result = function.error
@@ -81,8 +88,8 @@ def format_check_table(report):
                     % (rel[0], rel[-1], len(rel)))
             else:
                 result = 'UNKNOWN CODE'
-            lines.append('  %-50s %-12s %s' % (
-                _short(function.ref),
+            lines.append('  %-*s %-12s %s' % (
+                width, _short(function.ref),
                 (function.fingerprint or '-')[:12], result))
     lines.append('')
     if report.warnings:

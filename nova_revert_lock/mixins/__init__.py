@@ -28,6 +28,7 @@ NAMESPACE = 'nova_revert_lock.compute_mixins'
 _CM = 'nova.compute.manager:ComputeManager.'
 _RT = 'nova.compute.resource_tracker:ResourceTracker.'
 _INSTANCE = 'nova.objects.instance:Instance.'
+_XCELL = 'nova.conductor.tasks.cross_cell_migrate:'
 
 Refs = collections.namedtuple('Refs', ['replaces', 'relies_on'])
 
@@ -44,6 +45,30 @@ REFS = collections.OrderedDict([
                    _RT + 'drop_move_claim',
                    _RT + '_update_usage_from_migrations',
                    _INSTANCE + 'revert_migration_context'))),
+    # Cross-cell resize (Ussuri and later). The conductor tasks are relied
+    # on for what they do around the compute calls: ConfirmResizeTask sets
+    # old_flavor on the source cell instance before calling the source and
+    # hard-deletes it afterwards; RevertResizeTask calls the destination
+    # with the target cell migration, hard-deletes the target cell records,
+    # then calls the source with the source cell migration.
+    ('cross_cell_confirm', Refs(
+        replaces=(_CM + '_confirm_snapshot_based_resize_at_source',),
+        relies_on=(_CM + 'confirm_snapshot_based_resize_at_source',
+                   _RT + 'drop_move_claim',
+                   _RT + '_update_usage_from_migrations',
+                   _XCELL + 'ConfirmResizeTask._cleanup_source_host',
+                   _XCELL + 'ConfirmResizeTask._execute'))),
+    ('cross_cell_revert', Refs(
+        replaces=(_CM + '_revert_snapshot_based_resize_at_dest',
+                  _CM + 'finish_revert_snapshot_based_resize_at_source',
+                  _CM + '_finish_revert_snapshot_based_resize_at_source'),
+        relies_on=(_CM + 'revert_snapshot_based_resize_at_dest',
+                   _CM + '_set_instance_info',
+                   _RT + 'drop_move_claim',
+                   _RT + '_update_usage_from_migrations',
+                   _INSTANCE + 'revert_migration_context',
+                   _XCELL + 'RevertResizeTask._update_instance_in_source_cell',
+                   _XCELL + 'RevertResizeTask._execute'))),
     # Beyond upstream: the source keeps counting a reverting instance
     # until finish_revert_resize has put it back (mixins/source_window.py).
     ('source_window', Refs(

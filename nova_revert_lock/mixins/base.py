@@ -28,6 +28,9 @@ from nova_revert_lock import releases
 MATCH = 'match'
 FIXED_UPSTREAM = 'fixed-upstream'
 UNKNOWN = 'unknown'
+#: the installed Nova does not have the feature the mixin fixes at all
+#: (cross-cell resize on Train): nothing to fix, the mixin stands aside
+NOT_APPLICABLE = 'not-applicable'
 
 
 class Implementation(object):
@@ -54,16 +57,18 @@ class MixinCheck(object):
     :ivar releases: releases whose code matches every function checked
     :ivar functions: list of :class:`~.fingerprints.FunctionCheck`
     :ivar problems: human-readable reasons for UNKNOWN
+    :ivar note: one line explaining the outcome (NOT_APPLICABLE), or None
     """
 
     def __init__(self, name, outcome, functions, family=None,
-                 releases=frozenset(), problems=()):
+                 releases=frozenset(), problems=(), note=None):
         self.name = name
         self.outcome = outcome
         self.functions = functions
         self.family = family
         self.releases = frozenset(releases)
         self.problems = list(problems)
+        self.note = note
 
     def to_dict(self):
         return {
@@ -73,6 +78,7 @@ class MixinCheck(object):
             'releases': fingerprints.sorted_releases(self.releases),
             'functions': [f.to_dict() for f in self.functions],
             'problems': self.problems,
+            'note': self.note,
         }
 
 
@@ -89,19 +95,45 @@ class MixinSpec(object):
         open (not bug 1879878 itself). It also applies to a Nova that
         carries upstream's fix; there, if it cannot apply, it stays out
         with a warning instead of refusing.
+
+    :param applies_from: optional ``(ref, release)``: the upstream function
+        that came with the feature this mixin fixes, and the first Nova
+        release that has it. On a Nova without that function the feature
+        does not exist, so there is nothing to fix: the check says
+        :data:`NOT_APPLICABLE` and activation leaves the mixin out instead
+        of refusing. A Nova that has the function but not the code we
+        know is still UNKNOWN.
     """
 
     def __init__(self, name, summary, implementations, fixed_upstream,
-                 beyond_upstream=False):
+                 beyond_upstream=False, applies_from=None):
         self.name = name
         self.summary = summary
         self.refs = mixins.REFS[name]
         self.implementations = implementations
         self.fixed_upstream = fixed_upstream
         self.beyond_upstream = beyond_upstream
+        self.applies_from = applies_from
+
+    def _not_applicable(self):
+        """A NOT_APPLICABLE check, or None if the feature exists here."""
+        if self.applies_from is None:
+            return None
+        ref, release = self.applies_from
+        try:
+            fingerprints.resolve(ref)
+        except (ImportError, AttributeError, KeyError):
+            return MixinCheck(
+                self.name, NOT_APPLICABLE, [], note=(
+                    'this Nova has no %s (new in Nova %s): nothing to fix'
+                    % (ref.split(':', 1)[1], release)))
+        return None
 
     def check(self, table=None):
         """Check the live Nova; return a :class:`MixinCheck`."""
+        absent = self._not_applicable()
+        if absent is not None:
+            return absent
         refs = list(self.refs.replaces) + list(self.refs.relies_on)
         functions = [fingerprints.check(ref, table) for ref in refs]
         try:

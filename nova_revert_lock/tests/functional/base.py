@@ -113,9 +113,12 @@ class RaceMixin(object):
     def setUp(self):
         super(RaceMixin, self).setUp()
         self.ctxt = nova_context.get_admin_context()
-        self.computes = {}
+        # NOTE: a test case may have started its computes already (Nova's
+        # multi-cell tests start one per cell); keep those.
+        self.computes = dict(getattr(self, 'computes', None) or {})
         for host in self.hosts:
-            self.computes[host] = self._start_compute(host)
+            if host not in self.computes:
+                self.computes[host] = self._start_compute(host)
         self.flavor_small = self._make_flavor('nrl.small', vcpus=1,
                                               ram=512)
         self.flavor_large = self._make_flavor('nrl.large', vcpus=2,
@@ -238,6 +241,20 @@ class RaceMixin(object):
             return migration.source_compute
         return migration.dest_compute
 
+    def claim_dropped(self, host):
+        """The raced operation on ``host`` took usage away."""
+        for race in self.raced:
+            if race['host'] == host:
+                race['dropped'] = True
+
+    def window_open(self, race):
+        """True if a periodic starting now is inside ``race``'s window.
+
+        Same-cell: the final status is set (the race starts there) but the
+        claim is not dropped yet.
+        """
+        return not race['dropped']
+
     def _install_race_hooks(self):
         test = self
         orig_save = objects.Migration.save
@@ -261,18 +278,15 @@ class RaceMixin(object):
             # A usage decrement outside the periodic is the claim drop of
             # the operation being raced.
             if sign < 0 and not in_raced_periodic():
-                for race in test.raced:
-                    if race['host'] == rt.host:
-                        race['dropped'] = True
+                test.claim_dropped(rt.host)
             return orig_usage(rt, usage, nodename, sign=sign)
 
         def update_usage_from_instances(rt, context, instances, nodename):
             # The periodic starts rebuilding the books, under the tracker's
-            # lock. If the raced operation has set its final status but
-            # not yet dropped its claim, the periodic is in the window.
+            # lock: is the raced operation half done?
             if in_raced_periodic():
                 for race in test.raced:
-                    if race['host'] == rt.host and not race['dropped']:
+                    if race['host'] == rt.host and test.window_open(race):
                         test.window_seen.append(
                             (race['host'], race['id'], race['status']))
             return orig_instances(rt, context, instances, nodename)

@@ -1,0 +1,273 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Revert a cross-cell resize under the compute resource lock.
+
+Two hosts, two cells. The conductor's ``RevertResizeTask`` first calls
+the destination (target cell), then hard-deletes the target cell's
+instance and migration records, then calls the source (source cell) to
+spawn the guest again.
+
+Affected Nova (21.0.0 - 21.1.0), on the destination, reverts the
+instance's migration context (its NUMA topology, PCI devices and
+resources go back to the old ones) and saves it, and only then drops the
+new-flavor claim, without ever marking the target cell migration
+``reverted``. A periodic ``update_available_resource`` in between counts
+the instance with its old resources, and the claim drop then removes the
+new ones (with pinned CPUs: ``CPUUnpinningInvalid``, the revert fails).
+
+The fix, as upstream's (21.1.1):
+
+* destination: the status change, the new-flavor claim drop and the
+  migration-context revert form one critical section, the tracker's
+  ``drop_move_claim_at_dest``, the same one the same-cell ``revert``
+  mixin uses;
+* source: the stashed flavors (``old_flavor``, ``new_flavor``) and
+  ``old_vm_state`` are kept until
+  ``finish_revert_snapshot_based_resize_at_source`` ends, whether it
+  succeeds or not, as the resource tracker reads them while the
+  migration is in progress.
+"""
+
+from nova.compute import manager as nova_manager
+from nova.compute import task_states
+from nova.compute import vm_states
+from nova import exception
+from nova import utils
+from oslo_log import log as logging
+from oslo_utils import excutils
+
+from nova_revert_lock.mixins import base
+from nova_revert_lock.mixins import revert
+
+LOG = logging.getLogger(__name__)
+
+
+class CrossCellRevertUnderLockMixin(object):
+    """Manager side of the cross-cell revert, on both hosts."""
+
+    # -- destination (target cell) -------------------------------------
+
+    def _revert_snapshot_based_resize_at_dest(
+            self, ctxt, instance, migration):
+        """Clean the destination host up when a cross-cell resize reverts.
+
+        :param ctxt: request context targeted at the target cell
+        :param instance: the target cell Instance, vm_state ``resized``,
+            task_state ``resize_reverting``
+        :param migration: the target cell Migration, status ``reverting``;
+            set to ``reverted`` here
+        """
+        network_info = self.network_api.get_instance_nw_info(ctxt, instance)
+        bdms = instance.get_bdms()
+        block_device_info = self._get_instance_block_device_info(
+            ctxt, instance, bdms=bdms)
+        LOG.debug('Destroying guest from destination hypervisor including '
+                  'disks.', instance=instance)
+        self.driver.destroy(
+            ctxt, instance, network_info, block_device_info=block_device_info)
+
+        # NOTE: the source host port bindings must be active before the
+        # destination's are deleted, or the ports end up unbound and the
+        # source cannot finish. migrate_instance_start activates the
+        # bindings of migration.dest_compute, hence the temporary swap.
+        with utils.temporary_mutation(
+                migration, dest_compute=migration.source_compute):
+            LOG.debug('Activating port bindings for source host %s.',
+                      migration.source_compute, instance=instance)
+            self.network_api.migrate_instance_start(
+                ctxt, instance, migration)
+
+        LOG.debug('Deleting port bindings for target host %s.',
+                  self.host, instance=instance)
+        try:
+            self.network_api.cleanup_instance_network_on_host(
+                ctxt, instance, self.host)
+        except exception.PortBindingDeletionFailed as e:
+            # NOTE: the guest is gone already; a stale binding must not
+            # stop the revert.
+            LOG.error('Failed to delete port bindings from target host. '
+                      'Error: %s', e, instance=instance)
+
+        LOG.debug('Deleting volume attachments for target host.',
+                  instance=instance)
+        self._delete_volume_attachments(ctxt, bdms)
+
+        # Status change, new-flavor claim drop and migration-context revert,
+        # as one critical section under COMPUTE_RESOURCE_SEMAPHORE.
+        self.rt.drop_move_claim_at_dest(ctxt, instance, migration)
+
+    # -- source (source cell) --------------------------------------------
+
+    @nova_manager.wrap_exception()
+    @nova_manager.reverts_task_state
+    @nova_manager.wrap_instance_event(prefix='compute')
+    @nova_manager.errors_out_migration
+    @nova_manager.wrap_instance_fault
+    def finish_revert_snapshot_based_resize_at_source(
+            self, ctxt, instance, migration):
+        """Spawn the guest on the source host again, with the old flavor.
+
+        Same steps, notifications and states as upstream's, except that
+        the stashed flavors and ``old_vm_state`` are cleared only once
+        everything else is done (or has failed).
+
+        :param ctxt: request context targeted at the source cell
+        :param instance: the source cell Instance, vm_state ``resized``,
+            task_state ``resize_reverting``
+        :param migration: the source cell Migration, status ``reverting``
+        """
+
+        @utils.synchronized(instance.uuid)
+        def do_revert():
+            LOG.info('Reverting resize on source host.', instance=instance)
+            with self._error_out_instance_on_exception(ctxt, instance):
+                self._finish_revert_snapshot_based_resize_at_source(
+                    ctxt, instance, migration)
+
+        try:
+            do_revert()
+        finally:
+            self._nrl_delete_stashed_flavor_info(instance)
+
+        # Best effort: tell the schedulers the instance is here again.
+        try:
+            self._update_scheduler_instance_info(ctxt, instance)
+        except Exception as e:
+            LOG.warning('finish_revert_snapshot_based_resize_at_source failed '
+                        'during post-processing. Error: %s', e,
+                        instance=instance)
+
+    def _finish_revert_snapshot_based_resize_at_source(
+            self, ctxt, instance, migration):
+        """The body of :meth:`finish_revert_snapshot_based_resize_at_source`.
+
+        Kept apart so that the public method's decorators handle its
+        errors, as upstream does.
+        """
+        # NOTE: read, not popped: old_vm_state is cleared with the stashed
+        # flavors at the very end.
+        old_vm_state = instance.system_metadata.get(
+            'old_vm_state', vm_states.ACTIVE)
+
+        # From here on a failure leaves the instance to be rebuilt or
+        # rebooted on this host.
+        self._nrl_revert_instance_flavor_host_node(instance, migration)
+
+        # The migration's allocations on the source node go back to the
+        # instance, which drops the instance's allocations on the
+        # destination node.
+        try:
+            self._revert_allocation(ctxt, instance, migration)
+        except exception.AllocationMoveFailed:
+            # NOTE: go on with ports and volumes; the operator can mend
+            # the allocations afterwards.
+            LOG.error('Reverting allocation in placement for migration '
+                      '%(migration_uuid)s failed. You may need to manually '
+                      'remove the allocations for the migration consumer '
+                      'against the source node resource provider '
+                      '%(source_provider)s and the allocations for the '
+                      'instance consumer against the destination node '
+                      'resource provider %(dest_provider)s and then run the '
+                      '"nova-manage placement heal_allocations" command.',
+                      {'instance_uuid': instance.uuid,
+                       'migration_uuid': migration.uuid,
+                       'source_provider': migration.source_node,
+                       'dest_provider': migration.dest_node},
+                      instance=instance)
+
+        bdms = instance.get_bdms()
+        # The prep step left empty volume attachments for this host; fill
+        # them in so that the driver can connect the volumes.
+        LOG.debug('Updating volume attachments for target host %s.',
+                  self.host, instance=instance)
+        self._update_volume_attachments(ctxt, instance, bdms)
+
+        LOG.debug('Updating port bindings for source host %s.',
+                  self.host, instance=instance)
+        self._finish_revert_resize_network_migrate_finish(
+            ctxt, instance, migration, provider_mappings=None)
+        network_info = self.network_api.get_instance_nw_info(ctxt, instance)
+
+        # NOTE: the prep step destroyed the guest but kept its disks, so
+        # the driver's finish_revert_migration, not spawn, brings it back.
+        block_device_info = self._get_instance_block_device_info(
+            ctxt, instance, bdms=bdms)
+        power_on = old_vm_state == vm_states.ACTIVE
+        driver_error = None
+        try:
+            self.driver.finish_revert_migration(
+                ctxt, instance, network_info, migration,
+                block_device_info=block_device_info, power_on=power_on)
+        except Exception as e:
+            driver_error = e
+            with excutils.save_and_reraise_exception(logger=LOG):
+                LOG.error('An error occurred during finish_revert_migration. '
+                          'The instance may need to be hard rebooted. Error: '
+                          '%s', driver_error, instance=instance)
+        else:
+            instance.drop_migration_context()
+            vm_state = vm_states.ACTIVE if power_on else vm_states.STOPPED
+            self._update_instance_after_spawn(
+                ctxt, instance, vm_state=vm_state)
+            instance.save(expected_task_state=[task_states.RESIZE_REVERTING])
+        finally:
+            # NOTE: the instance is back on this host whatever the driver
+            # did, so its volumes must not stay in a pending state.
+            LOG.debug('Completing volume attachments for instance on source '
+                      'host.', instance=instance)
+            with excutils.save_and_reraise_exception(
+                    reraise=driver_error is not None, logger=LOG):
+                self._complete_volume_attachments(ctxt, bdms)
+
+        migration.status = 'reverted'
+        migration.save()
+
+    def _nrl_revert_instance_flavor_host_node(self, instance, migration):
+        """Old flavor, source host and node back on the instance.
+
+        Unlike Nova 21.1.0's helper for this, the stashed flavors stay set.
+        """
+        self._set_instance_info(instance, instance.old_flavor)
+        instance.host = migration.source_compute
+        instance.node = migration.source_node
+        instance.save(expected_task_state=[task_states.RESIZE_REVERTING])
+
+    def _nrl_delete_stashed_flavor_info(self, instance):
+        """Forget what the resize stashed on the instance."""
+        instance.old_flavor = None
+        instance.new_flavor = None
+        instance.system_metadata.pop('old_vm_state', None)
+        instance.save()
+
+
+def _fixed_upstream():
+    return base.calls(
+        'nova.compute.manager:'
+        'ComputeManager._revert_snapshot_based_resize_at_dest',
+        'drop_move_claim_at_dest')
+
+
+SPEC = base.MixinSpec(
+    name='cross_cell_revert',
+    summary='cross-cell revert (target cell): status, claim drop and '
+            'migration context under COMPUTE_RESOURCE_SEMAPHORE; stashed '
+            'flavors kept until the source is done',
+    implementations={
+        'ussuri': base.Implementation(
+            manager=CrossCellRevertUnderLockMixin,
+            tracker=revert.DestClaimDropTracker),
+    },
+    fixed_upstream=_fixed_upstream,
+    applies_from=('nova.compute.manager:'
+                  'ComputeManager.revert_snapshot_based_resize_at_dest',
+                  '21.0.0'))
