@@ -48,6 +48,7 @@ from nova import objects
 from nova.tests.functional.api import client
 
 from nova_revert_lock import activation
+from nova_revert_lock import conf as nrl_conf
 
 CONF = cfg.CONF
 
@@ -86,6 +87,8 @@ class ExtensionFixtureMixin(object):
     """
 
     extension = True
+    #: mixins to activate (None: the [revert_lock] default, all shipped)
+    mixins = None
 
     def setUp(self):
         CONF.set_override('api_paste_config', api_paste_config(),
@@ -93,6 +96,11 @@ class ExtensionFixtureMixin(object):
         self.addCleanup(CONF.clear_override, 'api_paste_config',
                         group='wsgi')
         self.activation_report = None
+        if self.extension and self.mixins is not None:
+            nrl_conf.register_opts(CONF)
+            CONF.set_override('mixins', self.mixins, group='revert_lock')
+            self.addCleanup(CONF.clear_override, 'mixins',
+                            group='revert_lock')
         if self.extension:
             self.activation_report = activation.activate()
             self.addCleanup(activation.deactivate)

@@ -263,6 +263,10 @@ class _CrossCellCase(base.ExtensionFixtureMixin, CrossCellRaceMixin,
 class CrossCellRaceTest(_CrossCellCase):
     """The fix: the periodic never runs inside the window."""
 
+    # NOTE: the bug-1879878 fix alone; source_window, which replaces the
+    # periodic's entry point, has its own tests.
+    mixins = ['confirm', 'revert', 'cross_cell_confirm', 'cross_cell_revert']
+
     def setUp(self):
         super(CrossCellRaceTest, self).setUp()
         report = self.activation_report
@@ -304,12 +308,15 @@ class CrossCellRaceTest(_CrossCellCase):
         self.assertEqual('host1', self._host_of(server))
         op = self._op('revert')
         self.assertEqual('host2', op['host'])
-        self.assertEqual([FINAL, DROPPED, CONTEXT], op['events'])
+        # One critical section, status first (the claim drop and the
+        # context revert are in upstream's order on 21.1.2, and in
+        # Nova's own pre-fix order with the extension: see revert.py).
+        self.assertEqual(FINAL, op['events'][0])
+        self.assertEqual({FINAL, DROPPED, CONTEXT}, set(op['events']))
         self.assertEqual([], self.window_seen)
         # NOTE: as for confirm, the target cell copy keeps host=host2 until
         # the conductor hard-deletes it (upstream's fix measures the same).
-        self.assertEqual([('host2', 2, [FINAL, DROPPED, CONTEXT])],
-                         self.after_periodic)
+        self.assertEqual([('host2', 2, op['events'])], self.after_periodic)
         self.assertEqual('reverted',
                          self.api_migration(server['id'])['status'])
         # What the source cell keeps: the old flavor, nothing stashed.
