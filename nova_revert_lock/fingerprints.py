@@ -158,8 +158,8 @@ def live_fingerprint(ref):
 def fingerprints_in_source(source, refs):
     """Fingerprint functions found in a module's source text.
 
-    Used by the survey tool on released Nova files; needs Python 3.8+
-    (``end_lineno``).
+    Used by the survey tool on released Nova files. Works on every
+    supported Python (3.6 has no ``end_lineno``: see :func:`_node_end`).
 
     :param source: the module's source text
     :param refs: iterable of ``'Class.method'`` paths within that module
@@ -180,9 +180,26 @@ def fingerprints_in_source(source, refs):
                 continue
             first = min([node.lineno] +
                         [d.lineno for d in node.decorator_list])
-            text = ''.join(lines[first - 1:node.end_lineno])
-            found[path] = fingerprint(text)
+            end = _node_end(node, lines, first)
+            found[path] = fingerprint(''.join(lines[first - 1:end]))
     return found
+
+
+def _node_end(node, lines, first):
+    """Line number of the last line of a function definition.
+
+    Python 3.8+ records it in the AST. Before, find the end of the block
+    from the tokens as :func:`inspect.getsource` does: the last logical
+    line before the body's indentation ends, which is the same line.
+
+    :param node: the ``FunctionDef`` node
+    :param lines: the module's source lines
+    :param first: line number of its first decorator (or ``def``)
+    """
+    end = getattr(node, 'end_lineno', None)
+    if end is not None:
+        return end
+    return first - 1 + len(inspect.getblock(lines[first - 1:]))
 
 
 class FunctionCheck(object):

@@ -35,12 +35,20 @@ periodic can see half done; with the fix all three changes form one
 critical section and the periodic only runs after it.
 """
 
+import unittest
+
 import eventlet
 
 from nova.compute import resource_tracker
 from nova import context as nova_context
 from nova import objects
-from nova.tests.functional import test_cross_cell_migrate
+try:
+    from nova.tests.functional import test_cross_cell_migrate
+except ImportError:
+    # NOTE: cross-cell resize is new in Ussuri: Train has neither the
+    # feature nor its tests, and nothing here to check.
+    raise unittest.SkipTest('the installed Nova has no cross-cell '
+                            'resize')
 
 from nova_revert_lock import activation
 from nova_revert_lock.tests.functional import base

@@ -26,8 +26,15 @@ the time.
 """
 
 import os
+import unittest
 
-from nova.tests.functional import test_cross_cell_migrate
+try:
+    from nova.tests.functional import test_cross_cell_migrate
+except ImportError:
+    # NOTE: cross-cell resize is new in Ussuri: Train has neither the
+    # feature nor its tests, and nothing here to check.
+    raise unittest.SkipTest('the installed Nova has no cross-cell '
+                            'resize')
 
 from nova_revert_lock import activation
 from nova_revert_lock.tests.functional import base
