@@ -76,8 +76,9 @@ class MixedFleetTest(base.ExtensionFixtureMixin, base.RaceMixin,
         for host, service in self.computes.items():
             composed = type(service.manager).__name__ == (
                 'RevertLockComputeManager')
-            self.assertEqual(self.affected and host in self.patched_hosts,
-                             composed, host)
+            # On a Nova with upstream's fix the composed manager holds
+            # only what goes beyond it (and the status endpoint).
+            self.assertEqual(host in self.patched_hosts, composed, host)
         server = self._boot(self.flavor_small, host='host1')
 
         # Revert: host2, the destination, runs the critical section.
