@@ -40,12 +40,21 @@ from nova_revert_lock import activation
 from nova_revert_lock.tests.functional import base
 
 
+def _relax_rpc_timeout(test):
+    # NOTE: Nova's set-up makes RPC calls time out after 1 s. On a loaded
+    # 2-core machine that fails test_delete_while_in_verify_resize_status
+    # now and then, with or without the extension (measured); the calls
+    # themselves are what the tests are about, not their speed.
+    test.flags(rpc_response_timeout=30)
+
+
 class NovaCrossCellSuite(base.ExtensionFixtureMixin,
                          test_cross_cell_migrate.TestMultiCellMigrate):
     """TestMultiCellMigrate with the extension activated."""
 
     def setUp(self):
         super(NovaCrossCellSuite, self).setUp()
+        _relax_rpc_timeout(self)
         report = self.activation_report
         self.assertIn(str(report.state),
                       (activation.PATCHED, activation.ALREADY_FIXED),
@@ -62,3 +71,4 @@ class NovaCrossCellSuitePlain(base.ExtensionFixtureMixin,
         if os.environ.get('NRL_PLAIN_BASELINE') != '1':
             self.skipTest('baseline on plain Nova: set NRL_PLAIN_BASELINE=1')
         super(NovaCrossCellSuitePlain, self).setUp()
+        _relax_rpc_timeout(self)
