@@ -73,13 +73,18 @@ class ModeProcess(object):
         for name in ('OS_STDOUT_CAPTURE', 'OS_STDERR_CAPTURE',
                      'OS_LOG_CAPTURE'):
             env.setdefault(name, '1')
+        # NOTE: the whole run is one test case for Nova's framework; its
+        # per-test timeout (tox sets one for the functional tests) would
+        # end it. The driver times each block itself.
+        env['OS_TEST_TIMEOUT'] = '0'
         self.mode = mode
         self.log_path = log_path
         self.log = open(log_path, 'w')
         self.proc = subprocess.Popen(
             [python, '-m', 'nova_revert_lock.bench.harness', mode,
              '--hammer-sleep', str(options.hammer_sleep),
-             '--probe-interval', str(options.probe_interval)],
+             '--probe-interval', str(options.probe_interval)] +
+            ([] if options.trigger else ['--no-trigger']),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
             universal_newlines=True, env=env)
         self.lines = queue.Queue()
@@ -144,9 +149,15 @@ def _blocks(cycles, block):
     return order
 
 
-def _run_blocks(procs, blocks, serial):
+def _run_blocks(procs, blocks, serial, cpu):
     records = {m: [] for m in procs}
     started = time.time()
+
+    def collect(mode, count):
+        answer = procs[mode].receive(CYCLE_TIMEOUT * count)
+        records[mode].extend(answer['records'])
+        cpu[mode] = round(cpu.get(mode, 0.0) + answer['cpu_s'], 1)
+
     for number, (kind, count) in enumerate(blocks):
         modes = list(procs)
         if serial:
@@ -154,14 +165,12 @@ def _run_blocks(procs, blocks, serial):
             modes = modes[shift:] + modes[:shift]
             for mode in modes:
                 procs[mode].send(cmd='run', kind=kind, count=count)
-                records[mode].extend(procs[mode].receive(
-                    CYCLE_TIMEOUT * count)['records'])
+                collect(mode, count)
         else:
             for mode in modes:
                 procs[mode].send(cmd='run', kind=kind, count=count)
             for mode in modes:
-                records[mode].extend(procs[mode].receive(
-                    CYCLE_TIMEOUT * count)['records'])
+                collect(mode, count)
         _log('block %d/%d (%d %s): wrong so far %s; %.0f s' % (
             number + 1, len(blocks), count, kind,
             ', '.join('%s %d' % (m, sum(1 for r in records[m]
@@ -215,6 +224,11 @@ def parse_args(argv):
     parser.add_argument('--probe-interval', type=float, default=0.02,
                         help='seconds between the lock probes during '
                              'reverts (default 0.02; 0: no probe)')
+    parser.add_argument('--no-trigger', dest='trigger',
+                        action='store_false',
+                        help='do not start a periodic task at the status '
+                             'change: the hammering periodic tasks alone '
+                             'must find the window')
     parser.add_argument('--activation-runs', type=int, default=5,
                         help='fresh processes timing activate() (default 5)')
     args = parser.parse_args(argv)
@@ -265,8 +279,11 @@ def run(args):
                 mode, ready[mode]['nova_version'],
                 ready[mode]['nova_state']))
         _check_ready(ready)
+        environment['cpu_s'] = {}
+        started = time.time()
         records = _run_blocks(procs, _blocks(args.cycles, args.block),
-                              args.serial)
+                              args.serial, environment['cpu_s'])
+        environment['cycles_wall_s'] = round(time.time() - started, 1)
         samples = {}
         for mode in MODES:
             procs[mode].send(cmd='samples')
@@ -280,6 +297,7 @@ def run(args):
             'settings': {'block': args.block,
                          'hammer_sleep': args.hammer_sleep,
                          'probe_interval': args.probe_interval,
+                         'trigger': args.trigger,
                          'serial': args.serial},
             'environment': environment}
 

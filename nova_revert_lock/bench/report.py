@@ -302,6 +302,10 @@ def table(result):
         lines.append('Machine: %s CPUs, load average %s at start, %s at end;'
                      ' %s' % (env.get('cpus'), env.get('load_start'),
                               env.get('load_end'), env.get('layout', '')))
+        if env.get('cpu_s'):
+            lines.append('  cycles took %s s; CPU seconds per mode: %s' % (
+                env.get('cycles_wall_s'), ', '.join(
+                    '%s %s' % kv for kv in sorted(env['cpu_s'].items()))))
     return lines
 
 
