@@ -52,8 +52,9 @@ def _rounded(value, digits=2):
 def _dist(values, pcts=(50, 95, 99)):
     out = {'n': len(values)}
     for pct in pcts:
-        key = 'median' if pct == 50 else 'p%d' % pct
-        out[key] = _rounded(percentile(values, pct))
+        out['p%d' % pct] = _rounded(percentile(values, pct))
+        if pct == 50:
+            out['median'] = out['p50']
     if values:
         out['max'] = _rounded(max(values))
     return out
