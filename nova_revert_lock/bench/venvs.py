@@ -104,7 +104,10 @@ def ensure(path, nova_version=UPSTREAM_NOVA, log=sys.stderr):
     # Same build-tool pins as the tox envs (see constraints/build.txt).
     env.setdefault('PIP_CONSTRAINT',
                    os.path.join(root, 'constraints', 'build.txt'))
-    pip = [python, '-m', 'pip', 'install', '--quiet',
+    # NOTE: --no-compile: Python compiles what the benchmark imports on
+    # first use, a small part of Nova and its dependencies; compiling
+    # everything up front would take a good part of the install time.
+    pip = [python, '-m', 'pip', 'install', '--quiet', '--no-compile',
            '--disable-pip-version-check']
     subprocess.check_call(pip + requirements(root, nova_version), env=env)
     subprocess.check_call(pip + ['--no-deps', '-e', root], env=env)
