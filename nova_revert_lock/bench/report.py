@@ -18,6 +18,7 @@ imports matplotlib (installed in the benchmark's environment only).
 
 import collections
 import os
+import textwrap
 
 from nova_revert_lock.bench import harness
 
@@ -357,13 +358,13 @@ def docs_section(result, image):
     """The generated results section of doc/source/benchmarks.rst."""
     lines = [DOC_BEGIN, '', 'Results', '-------', '']
     env = result['environment']
-    lines.append('Measured with ``%s`` on %s (%s CPUs, load average %s at '
-                 'the start, %s at the end; the machine was shared with '
-                 'other work, so compare modes within this run rather than '
-                 'with other runs).' % (
-                     env.get('command', 'python -m nova_revert_lock.bench'),
-                     env.get('date', '?'), env.get('cpus'),
-                     env.get('load_start'), env.get('load_end')))
+    lines.extend(textwrap.wrap(
+        'Measured with ``%s`` on %s (%s CPUs, load average %s at the start, '
+        '%s at the end; the machine was shared with other work, so compare '
+        'modes within this run rather than with other runs).' % (
+            env.get('command', 'python -m nova_revert_lock.bench'),
+            env.get('date', '?'), env.get('cpus'), env.get('load_start'),
+            env.get('load_end')), 79))
     lines.append('')
     lines.append('.. code-block:: text')
     lines.append('')
