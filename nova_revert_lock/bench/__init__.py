@@ -1,0 +1,35 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Benchmarks: race exposure, cost of the fix, activation overhead.
+
+Three modes are measured side by side in one run, each in its own
+process, since one Python environment holds one Nova:
+
+``plain``
+    Nova 21.1.0 as released (affected by bug 1879878).
+``extension``
+    Nova 21.1.0 with nova-revert-lock activated.
+``upstream``
+    Nova 21.1.2, which carries upstream's fix; no extension.
+
+:mod:`.driver` (``python -m nova_revert_lock.bench``) runs in an
+environment holding Nova 21.1.0 and starts the plain and extension
+processes with its own interpreter; the upstream process runs in a second
+environment holding Nova 21.1.2, which :mod:`.venvs` creates once with the
+Ussuri pins and reuses afterwards. Each process (:mod:`.harness`) starts
+Nova's own in-process services and runs the blocks of cycles the driver
+asks for, so that the driver can interleave the three modes block by
+block and the noise of a shared machine falls on all of them alike.
+:mod:`.activation_cost` times ``activate()`` in fresh processes, and
+:mod:`.report` turns the samples into the table, JSON, plot and docs.
+"""

@@ -1,0 +1,378 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Run the benchmark: plain 21.1.0, the extension, upstream 21.1.2.
+
+::
+
+    python -m nova_revert_lock.bench [--cycles N] [--format json]
+        [--results-dir DIR] [--write-docs]
+
+Runs in an environment holding Nova 21.1.0 (``tox -e bench``); the
+upstream mode runs in a second environment with Nova 21.1.2, made once
+under ``--venv-dir`` (or given with ``--upstream-python``). The three mode
+processes start together and run the same blocks of cycles at the same
+time (``--serial``: one after another, in rotating order), so that the
+ratios compare modes under the same load. Progress goes to stderr; the
+table or the JSON object to stdout; ``bench.json``, the plot and each
+mode's log to the results directory.
+
+Exit status: 0 when the measurement is valid, 1 when it is not (a mode
+process failed, plain Nova showed no wrong cycle, so the harness did not
+race, or the extension left wrong books), 2 for bad usage. Timing targets
+are reported, never enforced.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import queue
+import shutil
+import subprocess
+import sys
+import threading
+import time
+
+from nova_revert_lock.bench import harness
+from nova_revert_lock.bench import report
+from nova_revert_lock.bench import venvs
+
+MODES = harness.MODES
+KINDS = harness.KINDS
+#: what the guard must say of each mode's Nova, and of the extension
+EXPECTED_STATE = {'plain': 'patched', 'extension': 'patched',
+                  'upstream': 'already-fixed'}
+READY_TIMEOUT = 600
+CYCLE_TIMEOUT = 180
+
+
+class BenchError(Exception):
+    """The measurement cannot be trusted or completed."""
+
+
+def _log(message):
+    sys.stderr.write('bench: %s\n' % message)
+    sys.stderr.flush()
+
+
+class ModeProcess(object):
+    """One harness process, spoken to in JSON lines."""
+
+    def __init__(self, mode, python, options, log_path):
+        env = dict(os.environ)
+        for name in ('OS_STDOUT_CAPTURE', 'OS_STDERR_CAPTURE',
+                     'OS_LOG_CAPTURE'):
+            env.setdefault(name, '1')
+        # NOTE: the whole run is one test case for Nova's framework; its
+        # per-test timeout (tox sets one for the functional tests) would
+        # end it. The driver times each block itself.
+        env['OS_TEST_TIMEOUT'] = '0'
+        self.mode = mode
+        self.log_path = log_path
+        self.log = open(log_path, 'w')
+        self.proc = subprocess.Popen(
+            [python, '-m', 'nova_revert_lock.bench.harness', mode,
+             '--hammer-sleep', str(options.hammer_sleep),
+             '--probe-interval', str(options.probe_interval)] +
+            ([] if options.trigger else ['--no-trigger']),
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
+            universal_newlines=True, env=env)
+        self.lines = queue.Queue()
+        reader = threading.Thread(target=self._read, daemon=True)
+        reader.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def send(self, **message):
+        self.proc.stdin.write(json.dumps(message) + '\n')
+        self.proc.stdin.flush()
+
+    def receive(self, timeout):
+        try:
+            line = self.lines.get(timeout=timeout)
+        except queue.Empty:
+            raise BenchError('%s: no answer in %d s (see %s)' % (
+                self.mode, timeout, self.log_path))
+        if line is None:
+            raise BenchError('%s: the process ended (exit %s; see %s)' % (
+                self.mode, self.proc.wait(), self.log_path))
+        message = json.loads(line)
+        if message.get('failed'):
+            raise BenchError('%s: %s (see %s)' % (
+                self.mode, message.get('error'), self.log_path))
+        return message
+
+    def close(self):
+        if self.proc.poll() is None:
+            try:
+                self.send(cmd='quit')
+                self.proc.wait(timeout=60)
+            except (OSError, ValueError, subprocess.TimeoutExpired):
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+
+
+def _activation_runs(python, count):
+    runs = []
+    for _i in range(count):
+        out = subprocess.check_output(
+            [python, '-m', 'nova_revert_lock.bench.activation_cost'],
+            universal_newlines=True)
+        runs.append(json.loads(out.strip().splitlines()[-1]))
+    return runs
+
+
+def _blocks(cycles, block):
+    """[(kind, count)...]: the kinds alternate, ``block`` cycles at most."""
+    left = {k: cycles for k in KINDS}
+    order = []
+    while any(left.values()):
+        for kind in KINDS:
+            count = min(block, left[kind])
+            if count:
+                order.append((kind, count))
+                left[kind] -= count
+    return order
+
+
+def _run_blocks(procs, blocks, serial, cpu):
+    records = {m: [] for m in procs}
+    started = time.time()
+
+    def collect(mode, count):
+        answer = procs[mode].receive(CYCLE_TIMEOUT * count)
+        records[mode].extend(answer['records'])
+        cpu[mode] = round(cpu.get(mode, 0.0) + answer['cpu_s'], 1)
+
+    for number, (kind, count) in enumerate(blocks):
+        modes = list(procs)
+        if serial:
+            shift = number % len(modes)
+            modes = modes[shift:] + modes[:shift]
+            for mode in modes:
+                procs[mode].send(cmd='run', kind=kind, count=count)
+                collect(mode, count)
+        else:
+            for mode in modes:
+                procs[mode].send(cmd='run', kind=kind, count=count)
+            for mode in modes:
+                collect(mode, count)
+        _log('block %d/%d (%d %s): wrong so far %s; %.0f s' % (
+            number + 1, len(blocks), count, kind,
+            ', '.join('%s %d' % (m, sum(1 for r in records[m]
+                                        if r.get('wrong')))
+                      for m in procs), time.time() - started))
+    return records
+
+
+def _load():
+    try:
+        return ', '.join('%.1f' % v for v in os.getloadavg())
+    except OSError:
+        return '?'
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(
+        prog='python -m nova_revert_lock.bench',
+        description=__doc__.split('\n\n')[0])
+    parser.add_argument(
+        '--cycles', type=int,
+        default=int(os.environ.get('NRL_BENCH_CYCLES', 200)),
+        help='migrate+confirm and migrate+revert cycles per mode, each '
+             '(default 200, or $NRL_BENCH_CYCLES)')
+    parser.add_argument('--block', type=int, default=10,
+                        help='cycles per block; the modes take turns or run '
+                             'together block by block (default 10)')
+    parser.add_argument('--format', choices=('table', 'json'),
+                        default='table')
+    parser.add_argument('--results-dir', default='results',
+                        help='where bench.json, lock_hold.png and the mode '
+                             'logs go (default results/)')
+    parser.add_argument('--write-docs', action='store_true',
+                        help='regenerate the results section of '
+                             'doc/source/benchmarks.rst')
+    parser.add_argument('--venv-dir',
+                        default=os.environ.get('NRL_BENCH_VENV_DIR'),
+                        help='the Nova %s environment for the upstream '
+                             'mode, made once and reused (default '
+                             '.tox/bench-nova-%s in the source tree)'
+                             % (venvs.UPSTREAM_NOVA, venvs.UPSTREAM_NOVA))
+    parser.add_argument('--upstream-python',
+                        help='python of an existing environment with Nova '
+                             '%s and this project' % venvs.UPSTREAM_NOVA)
+    parser.add_argument('--serial', action='store_true',
+                        help='run the modes one after another within each '
+                             'block instead of together')
+    parser.add_argument('--hammer-sleep', type=float, default=0.02,
+                        help='seconds between periodic tasks per compute '
+                             '(default 0.02)')
+    parser.add_argument('--probe-interval', type=float, default=0.02,
+                        help='seconds between the lock probes during '
+                             'reverts (default 0.02; 0: no probe)')
+    parser.add_argument('--no-trigger', dest='trigger',
+                        action='store_false',
+                        help='do not start a periodic task at the status '
+                             'change: the hammering periodic tasks alone '
+                             'must find the window')
+    parser.add_argument('--activation-runs', type=int, default=5,
+                        help='fresh processes timing activate() (default 5)')
+    args = parser.parse_args(argv)
+    if args.cycles < 1 or args.block < 1 or args.activation_runs < 0:
+        parser.error('--cycles and --block must be at least 1')
+    return args
+
+
+def run(args):
+    """Measure; return the run dict that :func:`report.summarize` takes."""
+    environment = {
+        'date': datetime.date.today().isoformat(),
+        'cpus': os.cpu_count(),
+        'load_start': _load(),
+        'command': ('tox -e %s' % os.environ['TOX_ENV_NAME']
+                    if os.environ.get('TOX_ENV_NAME') else
+                    'python -m nova_revert_lock.bench --cycles %d'
+                    % args.cycles),
+        'layout': ('modes run one after another per block' if args.serial
+                   else 'the three mode processes run each block '
+                        'together'),
+    }
+    python = args.upstream_python
+    if not python:
+        venv_dir = args.venv_dir or os.path.join(
+            venvs.project_root(), '.tox',
+            'bench-nova-%s' % venvs.UPSTREAM_NOVA)
+        python = venvs.ensure(venv_dir)
+    pythons = {'plain': sys.executable, 'extension': sys.executable,
+               'upstream': python}
+
+    activation = []
+    if args.activation_runs:
+        _log('timing activate() in %d fresh processes' %
+             args.activation_runs)
+        activation = _activation_runs(sys.executable, args.activation_runs)
+
+    procs = {}
+    try:
+        for mode in MODES:
+            procs[mode] = ModeProcess(
+                mode, pythons[mode], args,
+                os.path.join(args.results_dir, '%s.log' % mode))
+        ready = {}
+        for mode in MODES:
+            ready[mode] = procs[mode].receive(READY_TIMEOUT)
+            _log('%s ready: Nova %s (%s)' % (
+                mode, ready[mode]['nova_version'],
+                ready[mode]['nova_state']))
+        _check_ready(ready)
+        environment['cpu_s'] = {}
+        started = time.time()
+        records = _run_blocks(procs, _blocks(args.cycles, args.block),
+                              args.serial, environment['cpu_s'])
+        environment['cycles_wall_s'] = round(time.time() - started, 1)
+        samples = {}
+        for mode in MODES:
+            procs[mode].send(cmd='samples')
+            samples[mode] = procs[mode].receive(READY_TIMEOUT)['samples']
+    finally:
+        for proc in procs.values():
+            proc.close()
+    environment['load_end'] = _load()
+    return {'cycles': args.cycles, 'records': records, 'samples': samples,
+            'ready': ready, 'activation': activation,
+            'settings': {'block': args.block,
+                         'hammer_sleep': args.hammer_sleep,
+                         'probe_interval': args.probe_interval,
+                         'trigger': args.trigger,
+                         'serial': args.serial},
+            'environment': environment}
+
+
+def _check_ready(ready):
+    for mode, message in ready.items():
+        if message['nova_state'] != EXPECTED_STATE[mode]:
+            raise BenchError(
+                '%s mode needs a Nova the guard calls %s; Nova %s here is %s'
+                % (mode, EXPECTED_STATE[mode], message['nova_version'],
+                   message['nova_state']))
+    if ready['extension']['activation'] != 'patched':
+        raise BenchError('the extension did not activate: %s'
+                         % ready['extension']['activation'])
+
+
+def validity_problems(result):
+    """Why the measurement does not hold, as a list of sentences."""
+    problems = []
+    for mode, count in result['failed_cycles'].items():
+        if count:
+            problems.append('%d %s cycles failed to complete: %s' % (
+                count, mode, '; '.join(result['failures'][mode][:2])))
+    if not result['wrong_cycles']['plain']:
+        problems.append('plain Nova showed no wrong cycle: the harness did '
+                        'not race')
+    if result['wrong_cycles']['extension']:
+        problems.append('the extension left wrong books in %d cycles (%s)'
+                        % (result['wrong_cycles']['extension'],
+                           result['wrong_categories']['extension']))
+    return problems
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if not os.path.isdir(args.results_dir):
+        os.makedirs(args.results_dir)
+    try:
+        data = run(args)
+    except (BenchError, subprocess.CalledProcessError, RuntimeError) as e:
+        _log('FAILED: %s' % e)
+        return 1
+    result = report.summarize(data)
+    with open(os.path.join(args.results_dir, 'bench.json'), 'w') as f:
+        json.dump(result, f, indent=2)
+    image = os.path.join(args.results_dir, 'lock_hold.png')
+    try:
+        report.plot(data, image)
+        result['plot'] = os.path.abspath(image)
+    except ImportError:
+        _log('matplotlib is not installed here: no plot')
+        image = None
+    if args.write_docs:
+        _write_docs(result, image)
+    if args.format == 'json':
+        print(json.dumps(result, indent=2))
+    else:
+        print('\n'.join(report.table(result)))
+        print('\nResults in %s' % os.path.abspath(args.results_dir))
+    problems = validity_problems(result)
+    for problem in problems:
+        _log('INVALID: %s' % problem)
+    return 1 if problems else 0
+
+
+def _write_docs(result, image):
+    root = venvs.project_root()
+    source = os.path.join(root, 'doc', 'source')
+    if not os.path.isdir(os.path.join(source, 'images')):
+        os.makedirs(os.path.join(source, 'images'))
+    name = 'images/bench-lock-hold.png'
+    if image:
+        shutil.copyfile(image, os.path.join(source, name))
+    path = os.path.join(source, 'benchmarks.rst')
+    if not os.path.exists(path):
+        with open(path, 'w') as f:
+            f.write('Benchmarks\n==========\n')
+    _log('docs: %s' % report.write_docs(path, result, name))
