@@ -66,18 +66,10 @@ class ConfirmDriverStepTest(base.ExtensionFixtureMixin, base.RaceMixin,
         self._assert_healed(0, 2)
 
 
-class ConfirmDriverStepCanary(base.ExtensionFixtureMixin, base.RaceMixin,
-                              _DriverStepScenario,
+class ConfirmDriverStepCanary(base.CanaryMixin, base.ExtensionFixtureMixin,
+                              base.RaceMixin, _DriverStepScenario,
                               integrated_helpers.ProviderUsageBaseTestCase):
     """Plain Nova: the periodic loses the outgoing migration."""
-
-    extension = False
-
-    def setUp(self):
-        if not base.nova_is_affected():
-            self.skipTest('the installed Nova carries the fix: no bug to '
-                          'show')
-        super(ConfirmDriverStepCanary, self).setUp()
 
     def test_periodic_during_driver_confirm_on_plain_nova(self):
         self._confirm_with_periodic_in_driver()

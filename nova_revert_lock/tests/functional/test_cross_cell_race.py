@@ -349,16 +349,8 @@ class CrossCellRaceTest(_CrossCellCase):
         self._assert_healed(0, 2)
 
 
-class CrossCellRaceCanary(_CrossCellCase):
+class CrossCellRaceCanary(base.CanaryMixin, _CrossCellCase):
     """Plain Nova: the same scenarios must show the bug."""
-
-    extension = False
-
-    def setUp(self):
-        if not base.nova_is_affected():
-            self.skipTest('the installed Nova carries the fix: no bug to '
-                          'show')
-        super(CrossCellRaceCanary, self).setUp()
 
     def test_cross_cell_confirm_race_shows_on_plain_nova(self):
         server = self._resized_server()

@@ -159,17 +159,10 @@ class ConcurrencyTest(base.ExtensionFixtureMixin, base.RaceMixin, _Burst,
         self._assert_books(before, confirmed, reverted)
 
 
-class ConcurrencyCanary(base.ExtensionFixtureMixin, base.RaceMixin, _Burst,
+class ConcurrencyCanary(base.CanaryMixin, base.ExtensionFixtureMixin,
+                        base.RaceMixin, _Burst,
                         integrated_helpers.ProviderUsageBaseTestCase):
     """Plain Nova: the same burst runs periodics inside the windows."""
-
-    extension = False
-
-    def setUp(self):
-        if not base.nova_is_affected():
-            self.skipTest('the installed Nova carries the fix: no bug to '
-                          'show')
-        super(ConcurrencyCanary, self).setUp()
 
     def test_confirm_and_revert_burst_shows_the_race(self):
         before, confirmed, reverted = self._burst()

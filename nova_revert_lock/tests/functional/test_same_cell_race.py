@@ -112,18 +112,10 @@ class ConfirmRevertRaceTest(base.ExtensionFixtureMixin, base.RaceMixin,
         self.assertTrue(all(v >= 0 for v in usage.values()), usage)
 
 
-class ConfirmRevertRaceCanary(base.ExtensionFixtureMixin, base.RaceMixin,
-                              _Scenarios,
+class ConfirmRevertRaceCanary(base.CanaryMixin, base.ExtensionFixtureMixin,
+                              base.RaceMixin, _Scenarios,
                               integrated_helpers.ProviderUsageBaseTestCase):
     """Plain Nova: the same scenarios must show the bug."""
-
-    extension = False
-
-    def setUp(self):
-        if not base.nova_is_affected():
-            self.skipTest('the installed Nova carries the fix: no bug to '
-                          'show')
-        super(ConfirmRevertRaceCanary, self).setUp()
 
     def test_confirm_race_shows_on_plain_nova(self):
         self._raced_confirm()

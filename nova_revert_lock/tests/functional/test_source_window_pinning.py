@@ -114,19 +114,8 @@ class _PinningWindowBase(base.ExtensionFixtureMixin,
         return self._wait(created['id'], 'ACTIVE')
 
     def _wait(self, server_id, status, timeout=60):
-        deadline = time.time() + timeout
-        while True:
-            server = self.api.get_server(server_id)
-            if (server['status'] == status and
-                    server.get('OS-EXT-STS:task_state') is None):
-                return server
-            if server['status'] == 'ERROR' and status != 'ERROR':
-                self.fail('server went to ERROR: %s' % server.get('fault'))
-            if time.time() > deadline:
-                self.fail('server %s is %s/%s, not %s' % (
-                    server_id, server['status'],
-                    server.get('OS-EXT-STS:task_state'), status))
-            eventlet.sleep(0.05)
+        return base.wait_for_server(self, self.api, server_id, status,
+                                    timeout)
 
     def _pcpus(self, server_id):
         instance = objects.Instance.get_by_uuid(
