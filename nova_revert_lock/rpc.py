@@ -31,6 +31,7 @@ import uuid
 
 from oslo_context import context as oslo_context
 import oslo_messaging as messaging
+from oslo_messaging import opts as om_opts
 
 from nova_revert_lock import stats
 
@@ -154,6 +155,19 @@ def get_transport(conf, url=None):
     # [DEFAULT] control_exchange says otherwise; nova.rpc makes the same
     # call before creating any transport.
     messaging.set_transport_defaults(control_exchange=NOVA_EXCHANGE)
+    # NOTE: newer oslo.messaging releases register some groups (e.g.
+    # [oslo_messaging_metrics], read by every RPC client) on the global
+    # CONF only; register every group it lists on the ConfigOpts we use.
+    for group, opts in om_opts.list_opts():
+        conf.register_opts(opts, group=group)
+    try:
+        # Not in list_opts() (oslo.messaging 16), yet read by RPCClient.
+        from oslo_messaging._metrics import client as metrics_client
+    except ImportError:
+        pass
+    else:
+        conf.register_opts(metrics_client.oslo_messaging_metrics,
+                           group='oslo_messaging_metrics')
     return messaging.get_rpc_transport(conf, url=url)
 
 
@@ -208,7 +222,10 @@ class StatusAPI(object):
         self.timeout = timeout
         target = messaging.Target(topic=COMPUTE_TOPIC, namespace=NAMESPACE,
                                   version=BASE_VERSION)
-        self.client = messaging.RPCClient(
+        # NOTE: get_rpc_client() is the constructor from oslo.messaging
+        # 14 on (RPCClient() itself then warns); older releases lack it.
+        make_client = getattr(messaging, 'get_rpc_client', messaging.RPCClient)
+        self.client = make_client(
             transport, target, timeout=timeout, version_cap=self.version_cap,
             serializer=_ContextSerializer(), retry=retry)
         self._host_caps = {}

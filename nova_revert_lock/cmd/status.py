@@ -172,7 +172,6 @@ def load_nova_config(config_files):
     try:
         import nova.conf
         from nova import config
-        from nova.db.sqlalchemy import api as sqlalchemy_api
         from nova import objects
     except ImportError as e:
         raise UsageError(
@@ -197,7 +196,7 @@ def load_nova_config(config_files):
     # apart, by default).
     for group in ('database', 'api_database'):
         CONF.set_override('max_retries', 0, group=group)
-    sqlalchemy_api.configure(CONF)
+    _configure_databases(CONF)
     import oslo_messaging as messaging
     try:
         # NOTE: registers [DEFAULT] transport_url, which CellMapping reads
@@ -207,6 +206,23 @@ def load_nova_config(config_files):
     except messaging.InvalidTransportURL:
         pass  # only cells with a templated URL need it; they say so
     return CONF
+
+
+def _configure_databases(conf):
+    """Point Nova's DB API at the configured databases.
+
+    Up to Wallaby one module configures both the main and the API
+    database; later releases split it into nova.db.main and nova.db.api.
+    """
+    try:
+        from nova.db.sqlalchemy import api as sqlalchemy_api
+    except ImportError:
+        from nova.db.api import api as api_db_api
+        from nova.db.main import api as main_db_api
+        main_db_api.configure(conf)
+        api_db_api.configure(conf)
+    else:
+        sqlalchemy_api.configure(conf)
 
 
 def targets_from_cells(conf):
