@@ -129,6 +129,14 @@ FINGERPRINTS = {
         '289f4ef781b3569abdc84faaff4095f9e13b8f6c7b9a0ddf71f1305aebd0b915':
             ('31.3.1',),
     },
+    'nova.compute.resource_tracker:ResourceTracker._update_usage_from_instance': {
+        '1e14db54312edce909705a1239d03329b13d8cc5eae94817d0f1b58cd82e5026':
+            ('20.0.0', '20.0.1', '20.1.0', '20.1.1', '20.2.0', '20.3.0',
+             '20.4.0', '20.4.1', '20.5.0', '20.6.0', '20.6.1', '21.0.0',
+             '21.1.0', '21.1.1', '21.1.2'),
+        'f1bf992f69590c8b2e76b756d03d40bc807a0ea90c1d179e531675a295180af9':
+            ('31.3.1',),
+    },
     'nova.compute.resource_tracker:ResourceTracker._update_usage_from_migration': {
         'ac933c8bbf5adfb73f10903ee5fc6222f5c1f25d3b0767f57bb17ecc53d4a8ed':
             ('20.0.0', '20.0.1', '20.1.0', '20.1.1', '20.2.0', '20.3.0',

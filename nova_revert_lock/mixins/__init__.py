@@ -76,6 +76,7 @@ REFS = collections.OrderedDict([
         relies_on=(_RT + '_pair_instances_to_migrations',
                    _RT + '_update_usage_from_migrations',
                    _RT + '_update_usage_from_migration',
+                   _RT + '_update_usage_from_instance',
                    _CM + 'revert_resize',
                    _CM + 'finish_revert_resize'))),
 ])

@@ -25,43 +25,67 @@ progress". The source's usage drops by the whole instance until its next
 periodic task, and with dedicated CPUs a new instance can be pinned to the
 reverting instance's pCPUs meanwhile.
 
-The fix lives in the source's resource tracker only. Before it lists the
-instances of a node, the periodic task looks up the migrations from this
-node that were reverted recently and whose instance is still
-``resize_reverting`` with that migration's context; it then counts each of
-them as the outgoing migration it was a moment earlier (old flavor, old
-NUMA topology and pinning), unless the instance itself is on the node by
-then. Nothing is written, no status is added, no RPC changes: the
-destination, whatever it runs, sees nothing new.
+The fix lives in the source's resource tracker only. Nothing is written,
+no status is added, no RPC changes: the destination, whatever it runs,
+sees nothing new.
 
-Why the look-up comes first: the source half of the revert moves
-``instance.host`` back *before* it clears the task state. A look-up made
-before the instance list therefore either finds the instance still
-reverting (counted here, or, if it landed meanwhile, by the instance list
-and not here), or already finished, in which case it has landed and the
-instance list, read afterwards, counts it. No order of events counts it
-twice or not at all.
+When the look-up runs, and why that is enough
+---------------------------------------------
+
+Upstream's periodic body reads the node's instances (by ``instance.host``)
+and, later, its in-progress migrations. Two events of other hosts can land
+at any moment of it: the *flip* (the destination sets the migration
+``reverted``) and the *return* (the source's ``finish_revert_resize``
+saves ``instance.host`` back; it clears the task state and the migration
+context in a second save, later). The flip always comes first.
+
+The look-up runs *after* both of upstream's reads, right after the
+in-progress migrations were paired with the instances, and it trusts only
+what those two reads saw:
+
+* flip after the migration read: upstream counts the migration as the
+  outgoing one it still was; the look-up sees it among the in-progress
+  migrations and adds nothing;
+* return before the instance read: upstream counts the instance; the
+  look-up sees it among the node's instances and adds nothing;
+* flip before the migration read and return after the instance read:
+  upstream counts nothing. The look-up finds the ``reverted`` migration
+  (it reads after the flip) and the instance as it is now: still on the
+  destination and ``resize_reverting``, it is counted as the outgoing
+  migration it was a moment earlier (old flavor, old NUMA topology and
+  pinning); already back on this node (one save or both), it is counted
+  as upstream's next periodic task will count it, as an instance of the
+  node.
+
+So whatever step of the periodic task the flip and the return land at,
+the instance is counted exactly once.
+
+The look-up runs through the conductor in a real nova-compute, so it uses
+only filters that survive RPC serialization (no ``changes-since``
+datetime): the most recently updated ``reverted`` migrations from this
+host, at most :data:`RECENT_REVERTS`. The instances are fetched only for
+those that neither upstream read saw, which is almost never. Drivers that
+cannot resize (Ironic) skip the look-up.
 """
 
-import datetime
-import inspect
+import collections
 
 from nova.compute import resource_tracker
 from nova.compute import task_states
 from nova import objects
+from nova.virt import driver as virt_driver
 from oslo_log import log as logging
-from oslo_utils import timeutils
 
 from nova_revert_lock import locking
 from nova_revert_lock.mixins import base
 
 LOG = logging.getLogger(__name__)
 
-#: How far back the source looks for reverted migrations. A revert whose
-#: source half has not moved the instance back within this time (the cast
-#: was lost, or the source was down that long) is counted as upstream
-#: counts it: not at all, until the instance is back or reset.
-LOOKBACK = datetime.timedelta(hours=24)
+#: How many of the host's most recently updated ``reverted`` migrations
+#: the look-up reads. The migration it must find was set ``reverted``
+#: during the running periodic task, so it is among the newest; the bound
+#: keeps the query small on a host with years of history.
+RECENT_REVERTS = 20
 
 #: What the periodic task needs of an instance, as upstream's instance
 #: list loads it.
@@ -72,107 +96,170 @@ _INSTANCE_ATTRS = ['system_metadata', 'numa_topology', 'flavor',
 _RESIZE_TYPES = ('resize', 'migration')
 
 
-def _upstream_update_available_resource():
-    """The installed tracker's periodic body, without its lock."""
-    return inspect.unwrap(resource_tracker.ResourceTracker.__dict__[
-        '_update_available_resource'])
+def _upstream(name):
+    """An installed tracker function, without its lock if it has one."""
+    func = resource_tracker.ResourceTracker.__dict__[name]
+    while hasattr(func, '__wrapped__'):
+        func = func.__wrapped__
+    return func
+
+
+def _can_resize(driver):
+    """False for drivers that cannot resize or cold migrate (Ironic)."""
+    impl = getattr(type(driver), 'migrate_disk_and_power_off', None)
+    return (impl is not None and
+            impl is not virt_driver.ComputeDriver.migrate_disk_and_power_off)
 
 
 class SourceWindowTracker(object):
     """Tracker side: count reverting instances until they are back."""
 
-    #: (migration, instance) pairs found by the running periodic task
-    _nrl_reverting = ()
+    #: (context, nodename) of the running periodic task, or None
+    _nrl_node = None
+    #: nodename -> uuids of the migrations logged at INFO already
+    _nrl_logged = None
+    #: True while the look-up fails (logged once, then at DEBUG)
+    _nrl_failing = False
 
     @locking.under_compute_resource_semaphore
     def _update_available_resource(self, context, resources, startup=False):
-        """Upstream's periodic body, after the look-up for reverts.
+        """Upstream's periodic body, with the look-up after its reads.
 
         Runs under ``COMPUTE_RESOURCE_SEMAPHORE``, taken exactly as the
         installed tracker takes it, like the method it replaces.
         """
-        # NOTE: looked up before upstream's body lists the instances of the
-        # node, so that an instance landing meanwhile is counted exactly
-        # once (see the module docstring).
-        self._nrl_reverting = self._nrl_find_reverting(
-            context, resources['hypervisor_hostname'])
+        self._nrl_node = (context, resources['hypervisor_hostname'])
         try:
-            return _upstream_update_available_resource()(
+            return _upstream('_update_available_resource')(
                 self, context, resources, startup=startup)
         finally:
-            self._nrl_reverting = ()
+            self._nrl_node = None
 
     def _pair_instances_to_migrations(self, migrations, instance_by_uuid):
-        """Add the reverting migrations to the node's in-progress list.
+        """Count what upstream's two reads missed (see the module doc).
 
-        Upstream's periodic body calls this right after it fetched the
-        in-progress migrations, and hands the same list on to the usage
-        update, the allocation clean-up and the PCI tracker: each of them
-        must see the migration, as it did before the destination set it
-        ``reverted``.
+        Upstream's periodic body calls this right after it read the
+        in-progress migrations, and hands the same list and dict on to
+        the usage update, the allocation clean-up and the PCI tracker:
+        each of them sees what is added here.
         """
         super(SourceWindowTracker, self)._pair_instances_to_migrations(
             migrations, instance_by_uuid)
-        reverting, self._nrl_reverting = self._nrl_reverting, ()
-        listed = set(m.id for m in migrations)
-        for migration, instance in reverting:
-            if instance.uuid in instance_by_uuid or migration.id in listed:
-                # On this node already: the instance list counted it.
-                continue
+        node, self._nrl_node = self._nrl_node, None
+        if node is None or not _can_resize(self.driver):
+            return
+        context, nodename = node
+        for migration, instance in self._nrl_find_reverting(
+                context, nodename, migrations, instance_by_uuid):
             migration.instance = instance
-            migrations.objects.append(migration)
-            LOG.info('Counting migration %(migration)s on its source node '
-                     '%(node)s while the revert brings the instance back '
-                     'from %(dest)s', {'migration': migration.uuid,
-                                       'node': migration.source_node,
-                                       'dest': migration.dest_compute},
-                     instance=instance)
+            if migration not in migrations.objects:
+                migrations.objects.append(migration)
+            if self._nrl_landed(instance, nodename):
+                # Back on this node after upstream listed the node's
+                # instances: count it as the next periodic task will. The
+                # usage update then sees it tracked and adds nothing.
+                instance_by_uuid[instance.uuid] = instance
+                self._update_usage_from_instance(context, instance, nodename)
+            # else: upstream's usage update counts it as the outgoing
+            # migration it is (or was, before the destination's flip),
+            # from this copy of the instance, read before its return.
 
-    def _nrl_find_reverting(self, context, nodename):
-        """Reverted migrations from this node whose instance is not back.
+    def _nrl_landed(self, instance, nodename):
+        return instance.host == self.host and instance.node == nodename
+
+    def _nrl_find_reverting(self, context, nodename, migrations,
+                            instance_by_uuid):
+        """Reverts from this node whose instance neither read counted.
 
         :returns: list of (Migration, Instance); empty if the look-up
             fails, so that the periodic task runs as upstream's
         """
         try:
-            return self._nrl_query_reverting(context, nodename)
-        except Exception:
+            found = self._nrl_query(context, nodename, migrations,
+                                    instance_by_uuid)
+        except Exception as e:
             # NOTE: the look-up only adds usage that upstream forgets; it
-            # must never cost the periodic task itself.
-            LOG.exception('Cannot look up reverting migrations from node '
-                          '%s; counting as upstream does this time',
-                          nodename)
+            # must never cost the periodic task itself, nor flood the log.
+            log = LOG.debug if self._nrl_failing else LOG.warning
+            log('Cannot look up reverted migrations from node %(node)s '
+                '(%(error)s: %(reason)s); counting as upstream does until '
+                'it works again', {'node': nodename,
+                                   'error': type(e).__name__, 'reason': e})
+            self._nrl_failing = True
             return []
+        if self._nrl_failing:
+            LOG.info('The look-up of reverted migrations from node %s '
+                     'works again', nodename)
+            self._nrl_failing = False
+        self._nrl_log(nodename, found)
+        return found
 
-    def _nrl_query_reverting(self, context, nodename):
-        migrations = objects.MigrationList.get_by_filters(context, {
-            'source_compute': self.host,
-            'status': 'reverted',
-            'changes-since': timeutils.utcnow() - LOOKBACK,
-        })
-        migrations = [
-            m for m in migrations
-            if (m.source_node == nodename and
-                m.migration_type in _RESIZE_TYPES and
-                not (m.obj_attr_is_set('cross_cell_move') and
-                     m.cross_cell_move))]
-        if not migrations:
+    def _nrl_query(self, context, nodename, migrations, instance_by_uuid):
+        def outgoing(m):
+            return (m.source_compute == self.host and
+                    m.source_node == nodename and
+                    m.dest_node != nodename and
+                    m.migration_type in _RESIZE_TYPES and
+                    not (m.obj_attr_is_set('cross_cell_move') and
+                         m.cross_cell_move) and
+                    m.instance_uuid not in instance_by_uuid)
+
+        # Reverting when upstream listed it: its instance may return
+        # before upstream's usage update would load it.
+        candidates = collections.OrderedDict(
+            (m.instance_uuid, m) for m in migrations
+            if m.status == 'reverting' and outgoing(m))
+        # Reverted before upstream listed the in-progress migrations.
+        moving = set(m.instance_uuid for m in migrations)
+        recent = objects.MigrationList.get_by_filters(
+            context, {'source_compute': self.host, 'status': 'reverted'},
+            sort_keys=['updated_at', 'id'], sort_dirs=['desc', 'desc'],
+            limit=RECENT_REVERTS)
+        for m in recent:
+            if outgoing(m) and m.instance_uuid not in moving:
+                candidates.setdefault(m.instance_uuid, m)
+        if not candidates:
             return []
         instances = objects.InstanceList.get_by_filters(
-            context, {'uuid': [m.instance_uuid for m in migrations],
-                      'deleted': False,
-                      'task_state': [task_states.RESIZE_REVERTING]},
+            context, {'uuid': list(candidates), 'deleted': False},
             expected_attrs=_INSTANCE_ATTRS)
-        by_uuid = dict((i.uuid, i) for i in instances)
         found = []
-        for migration in migrations:
-            instance = by_uuid.get(migration.instance_uuid)
-            if (instance is not None and
-                    instance.migration_context is not None and
-                    instance.migration_context.migration_id ==
-                    migration.id):
+        for instance in instances:
+            migration = candidates[instance.uuid]
+            if self._nrl_reverting(instance, migration, nodename):
                 found.append((migration, instance))
         return found
+
+    def _nrl_reverting(self, instance, migration, nodename):
+        """True if ``instance`` is (still) the one ``migration`` reverts."""
+        context_id = (instance.migration_context.migration_id
+                      if instance.migration_context is not None else None)
+        if instance.task_state == task_states.RESIZE_REVERTING:
+            # Not back yet, or back by its first save only.
+            return context_id == migration.id
+        # Both saves done: back, with its migration context dropped, after
+        # the migration was read (launched_at is set by the second save).
+        return (context_id is None and self._nrl_landed(instance, nodename)
+                and instance.launched_at is not None and
+                migration.updated_at is not None and
+                instance.launched_at >= migration.updated_at)
+
+    def _nrl_log(self, nodename, found):
+        """INFO once per migration, DEBUG on later periodic runs."""
+        if self._nrl_logged is None:
+            self._nrl_logged = {}
+        logged = self._nrl_logged.setdefault(nodename, set())
+        current = set()
+        for migration, instance in found:
+            current.add(migration.uuid)
+            log = LOG.debug if migration.uuid in logged else LOG.info
+            log('Counting migration %(migration)s on its source node '
+                '%(node)s while the revert brings the instance back from '
+                '%(dest)s', {'migration': migration.uuid,
+                             'node': migration.source_node,
+                             'dest': migration.dest_compute},
+                instance=instance)
+        self._nrl_logged[nodename] = current
 
 
 class SourceWindowMixin(object):

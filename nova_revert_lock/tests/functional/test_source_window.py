@@ -218,7 +218,7 @@ class SourceWindowTest(_WindowTestBase):
             raise RuntimeError('database gone')
 
         self.stub_out('nova_revert_lock.mixins.source_window.'
-                      'SourceWindowTracker._nrl_query_reverting', broken)
+                      'SourceWindowTracker._nrl_query', broken)
         self._probed_revert()
         # The periodic task itself still runs; only the window is open.
         self.assertEqual([(label, 0) for label in WINDOW] + [(LANDED, 1)],
