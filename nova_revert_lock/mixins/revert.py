@@ -19,10 +19,10 @@ longer counts the incoming migration, and the drop then removes its usage
 a second time.
 
 The fix, as upstream's ``drop_move_claim_at_dest``: the status change, the
-migration-context revert and the new-flavor claim drop form one critical
-section under ``COMPUTE_RESOURCE_SEMAPHORE``, in Nova's own order (the
-claim last), so that a failure inside it leaves the books as plain Nova
-leaves them.
+new-flavor claim drop and the migration-context revert form one critical
+section under ``COMPUTE_RESOURCE_SEMAPHORE``, in upstream's order (the
+instance record last), so that a failure inside it never persists an
+instance whose NUMA topology and pinning are not its host's.
 """
 
 from nova.compute import manager as nova_manager
@@ -55,18 +55,22 @@ class DestClaimDropTracker(object):
             # stop counting the migration on this host.
             migration.status = 'reverted'
             migration.save()
-            # NOTE: Nova's own order: revert and save the instance, then
-            # drop the claim (which reads only the migration context, not
-            # the fields reverted here). Upstream's fix drops first; then a
-            # failure of the save leaves an instance in ERROR on this host
-            # whose usage is already gone from the books (its pinned CPUs
-            # free for a new claim) until the next periodic task. In this
-            # order the claim stays with it, as on plain Nova.
-            instance.revert_migration_context()
-            instance.save(expected_task_state=[task_states.RESIZE_REVERTING])
+            # NOTE: upstream's order (and patches/*): drop the claim, then
+            # revert and save the instance. If the drop fails, the record
+            # still says what the host holds (the destination's pinning
+            # and flavor). If the save fails, the usage is gone from the
+            # books until the next periodic task, which counts the
+            # unchanged record again. The other order can persist an
+            # instance on this host with the source's NUMA topology and
+            # pinning when the drop fails after the save: every later
+            # periodic task would then count the source's pCPU ids here.
             self._drop_move_claim(
                 context, instance, migration.dest_node, instance.new_flavor,
                 prefix='new_')
+            # _drop_move_claim reads the new resources from the migration
+            # context, so it is reverted last.
+            instance.revert_migration_context()
+            instance.save(expected_task_state=[task_states.RESIZE_REVERTING])
 
 
 class RevertUnderLockMixin(object):
