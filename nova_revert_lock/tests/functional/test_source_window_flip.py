@@ -160,9 +160,21 @@ class FlipProbeMixin(object):
         instance.save()
 
     def return_first(self, server_id):
-        """finish_revert_resize's first save: host, node and flavor."""
+        """finish_revert_resize's first save: host, node and flavor.
+
+        Train does it inline in ``finish_revert_resize``: done here as it
+        does it.
+        """
         _ctxt, instance, migration = self._records(server_id)
         manager = self.computes[self.source].manager
+        for name in ('_finish_revert_resize_update_instance_flavor_host_'
+                     'node',                       # Ussuri
+                     '_revert_instance_flavor_host_node'):  # 2023.1+
+            real = getattr(manager, name, None)
+            if real is not None:
+                # Nova's own code for this save.
+                real(instance, migration)
+                return
         manager._set_instance_info(instance, instance.old_flavor)
         instance.old_flavor = None
         instance.new_flavor = None
@@ -260,8 +272,14 @@ class FlipProbeMixin(object):
         self.reach('end')
         self.probing = False
         vcpus = self.vcpus_used(self.source)
-        # Clean up for the next placement: nothing of this server stays.
+        # Clean up for the next placement: nothing of this server stays,
+        # not even the source allocation the migration holds (the real
+        # revert, held back here, would have given it to the instance).
+        migration_uuid = self._migration(server['id']).uuid
         self.admin_api.delete_server(server['id'])
+        placement = (getattr(self, 'placement', None) or
+                     getattr(self, 'placement_api'))
+        placement.delete('/allocations/%s' % migration_uuid)
         self._wait_gone(server['id'])
         for host in self.hosts:
             self.run_periodic(host)
