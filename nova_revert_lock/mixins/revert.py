@@ -30,6 +30,7 @@ from nova.compute import task_states
 from nova.compute import utils as compute_utils
 from nova import objects
 from nova.objects import base as obj_base
+from oslo_utils import excutils
 
 from nova_revert_lock import locking
 from nova_revert_lock.mixins import base
@@ -58,9 +59,9 @@ class DestClaimDropTracker(object):
             # NOTE: upstream's order (and patches/*): drop the claim, then
             # revert and save the instance. If the drop fails, the record
             # still says what the host holds (the destination's pinning
-            # and flavor). If the save fails, the usage is gone from the
-            # books until the next periodic task, which counts the
-            # unchanged record again. The other order can persist an
+            # and flavor). If the save fails, the record is put back (see
+            # below) and the usage is gone from the books until the next
+            # periodic task, which counts the unchanged record again. The other order can persist an
             # instance on this host with the source's NUMA topology and
             # pinning when the drop fails after the save: every later
             # periodic task would then count the source's pCPU ids here.
@@ -70,7 +71,18 @@ class DestClaimDropTracker(object):
             # _drop_move_claim reads the new resources from the migration
             # context, so it is reverted last.
             instance.revert_migration_context()
-            instance.save(expected_task_state=[task_states.RESIZE_REVERTING])
+            try:
+                instance.save(
+                    expected_task_state=[task_states.RESIZE_REVERTING])
+            except Exception:
+                with excutils.save_and_reraise_exception():
+                    # NOTE: the caller's error handler saves the instance
+                    # (vm_state ERROR) with every pending change: without
+                    # this it would persist the source's NUMA topology and
+                    # pinning on this host, which upstream does. Put back
+                    # what this host holds; the next periodic task counts
+                    # it again.
+                    instance.apply_migration_context()
 
 
 class RevertUnderLockMixin(object):
