@@ -60,7 +60,9 @@ def status_of(manager):
 
     :param manager: the compute manager serving the endpoint
     :returns: dict with ``host``, ``rpc_version``, ``nova_version``,
-        ``series``, ``state``, ``mixins``, ``activated_at`` (ISO 8601 UTC
+        ``series``, ``state``, ``mixins``, ``missing`` (the bug 1879878
+        fixes configured out on a Nova that needs them: state
+        ``incomplete``), ``activated_at`` (ISO 8601 UTC
         or None) and the counters of :func:`nova_revert_lock.stats.snapshot`
         (critical sections entered, longest lock hold in ms, errors), all
         JSON-safe
@@ -76,6 +78,7 @@ def status_of(manager):
         'series': 'unknown',
         'state': 'unknown',
         'mixins': [],
+        'missing': [],
         'activated_at': None,
     }
     if report is not None:
@@ -84,6 +87,7 @@ def status_of(manager):
             'series': report.series,
             'state': str(report.state),
             'mixins': list(report.mixins),
+            'missing': list(getattr(report, 'missing', ())),
             'activated_at': getattr(report, 'activated_at', None),
         })
     status.update(stats.snapshot())
