@@ -52,8 +52,24 @@ _FSTRING_PARTS = frozenset(
     if hasattr(tokenize, name))
 
 
+#: Modules whose decorators the guard looks through: Nova's own (their
+#: lines are part of the source fingerprinted, so a changed decorator is
+#: changed code) and oslo.concurrency's lock wrapper, which Nova's
+#: ``utils.synchronized`` is. Any other layer in a function's
+#: ``__wrapped__`` chain was put there by someone else at run time.
+KNOWN_WRAPPER_MODULES = ('nova', 'oslo_concurrency.lockutils')
+
+
 class SourceUnavailable(Exception):
     """The source of a live function cannot be read."""
+
+
+class UnknownWrapper(Exception):
+    """A live function is wrapped by a decorator the guard does not know.
+
+    Its fingerprint would be the wrapped function's, and a mixin replacing
+    it would drop the wrapper without a word.
+    """
 
 
 def normalize(source):
@@ -133,19 +149,64 @@ def resolve(ref):
     return obj
 
 
+def wrapper_name(func):
+    """``module.qualname`` of the code of a wrapper (not of what it wraps).
+
+    :func:`functools.wraps` copies the wrapped function's ``__module__``
+    and ``__qualname__`` onto the wrapper; the wrapper's own globals and
+    code object still tell where it was defined.
+    """
+    code = getattr(func, '__code__', None)
+    if code is None:
+        cls = type(func)
+        return '%s.%s' % (cls.__module__, cls.__qualname__)
+    module = getattr(func, '__globals__', {}).get('__name__', '?')
+    return '%s.%s' % (module, getattr(code, 'co_qualname', code.co_name))
+
+
+def _known_wrapper(func):
+    name = wrapper_name(func)
+    return any(name.startswith(module + '.')
+               for module in KNOWN_WRAPPER_MODULES)
+
+
+def unwrap(func):
+    """The function a live callable wraps, through known decorators only.
+
+    :raises UnknownWrapper: naming the first layer of the ``__wrapped__``
+        chain that is not a decorator of :data:`KNOWN_WRAPPER_MODULES`
+    """
+    func = getattr(func, '__func__', func)
+    seen = set()
+    while hasattr(func, '__wrapped__'):
+        if not _known_wrapper(func):
+            raise UnknownWrapper(
+                'wrapped at run time by %s, which is not a decorator the '
+                'guard knows (only those of %s are looked through)' % (
+                    wrapper_name(func), ' and '.join(KNOWN_WRAPPER_MODULES)))
+        if id(func) in seen:
+            raise UnknownWrapper('__wrapped__ chain loops at %s'
+                                 % wrapper_name(func))
+        seen.add(id(func))
+        func = func.__wrapped__
+    return func
+
+
 def live_source(func):
     """Source of a live function, decorators included.
 
-    Decorators that use :func:`functools.wraps` are looked through, so a
-    method decorated by ``utils.synchronized`` or ``wrap_exception`` gives
-    the source of the method as written, decorator lines included.
+    Decorators of Nova and oslo.concurrency that use
+    :func:`functools.wraps` are looked through, so a method decorated by
+    ``utils.synchronized`` or ``wrap_exception`` gives the source of the
+    method as written, decorator lines included.
 
     :raises SourceUnavailable: for objects without Python source (mocks,
         builtins, modules shipped without ``.py`` files).
+    :raises UnknownWrapper: if another decorator wraps it (:func:`unwrap`)
     """
-    func = getattr(func, '__func__', func)
+    func = unwrap(func)
     try:
-        return inspect.getsource(inspect.unwrap(func))
+        return inspect.getsource(func)
     except (TypeError, OSError, IOError) as e:
         raise SourceUnavailable(str(e))
 
@@ -250,6 +311,8 @@ def check(ref, table=None):
         return FunctionCheck(ref, error='not found in the installed Nova')
     except SourceUnavailable as e:
         return FunctionCheck(ref, error='source unavailable (%s)' % e)
+    except UnknownWrapper as e:
+        return FunctionCheck(ref, error=str(e))
     known = table.get(ref, {}).get(digest, ())
     return FunctionCheck(ref, digest, known)
 

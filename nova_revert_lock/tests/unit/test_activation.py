@@ -17,9 +17,11 @@ the fingerprint table or Nova's importability are replaced where a test
 needs a Nova we do not have.
 """
 
+import functools
 import sys
 from unittest import mock
 
+import fixtures
 from oslo_config import cfg
 from oslo_config import fixture as config_fixture
 from oslotest import base
@@ -184,3 +186,56 @@ class ActivationTestCase(base.BaseTestCase):
                                   activation.activate, self.conf)
         self.assertIn('same Python environment', str(e))
         self._managers_unchanged()
+
+
+class WrappedFunctionTestCase(base.BaseTestCase):
+    """A checked function wrapped at run time by a decorator we do not know.
+
+    Such a function fingerprints as the function it wraps; a mixin that
+    replaced it would drop the wrapper silently. The guard names the
+    wrapper instead: a fix for bug 1879878 is refused, an extra is left
+    out with a warning.
+    """
+
+    def setUp(self):
+        super(WrappedFunctionTestCase, self).setUp()
+        self.conf = self.useFixture(config_fixture.Config(
+            cfg.ConfigOpts())).conf
+        nrl_conf.register_opts(self.conf)
+        self.installed = activation.evaluate(self.conf).state
+
+    def _wrap(self, cls, name):
+        original = cls.__dict__[name]
+
+        @functools.wraps(original)
+        def vendor_trace(*args, **kwargs):
+            return original(*args, **kwargs)
+
+        self.useFixture(fixtures.MockPatchObject(cls, name, vendor_trace))
+
+    def test_extra_left_out_naming_the_wrapper(self):
+        from nova.compute import resource_tracker
+        self._wrap(resource_tracker.ResourceTracker,
+                   '_pair_instances_to_migrations')
+        report = activation.evaluate(self.conf)
+        self.assertEqual(self.installed, report.state)
+        self.assertNotIn('source_window', report.mixins)
+        self.assertEqual(['source_window'], report.not_applied)
+        (warning,) = report.warnings
+        self.assertIn('source_window not applied', warning)
+        self.assertIn('_pair_instances_to_migrations', warning)
+        self.assertIn('wrapped at run time by %s.' % __name__, warning)
+        self.assertIn('vendor_trace', warning)
+
+    def test_core_fix_refused_naming_the_wrapper(self):
+        if self.installed != activation.PATCHED:
+            self.skipTest('installed Nova is not an affected release')
+        from nova.compute import manager
+        self._wrap(manager.ComputeManager, 'revert_resize')
+        report = activation.evaluate(self.conf)
+        self.assertEqual(activation.REFUSED, report.state)
+        self.assertIsNone(report.manager)
+        text = '\n'.join(report.problems)
+        self.assertIn('ComputeManager.revert_resize: wrapped at run time '
+                      'by %s.' % __name__, text)
+        self.assertIn('vendor_trace', text)

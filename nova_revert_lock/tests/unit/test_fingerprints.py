@@ -10,8 +10,10 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
+import functools
 import sys
 
+import fixtures
 import testtools
 
 from nova_revert_lock import fingerprints
@@ -114,3 +116,61 @@ class LiveFingerprintTestCase(testtools.TestCase):
         self.assertEqual(['20.0.0', '20.6.1', '21.1.0', '31.3.1'],
                          fingerprints.sorted_releases(
                              ['31.3.1', '21.1.0', '20.6.1', '20.0.0']))
+
+
+def _profiled(func):
+    """A wrapper as a profiler or a vendor patch would add at run time."""
+    @functools.wraps(func)
+    def profiled(*args, **kwargs):
+        return func(*args, **kwargs)
+    return profiled
+
+
+class WrapperTestCase(testtools.TestCase):
+    """Only Nova's and oslo.concurrency's decorators are looked through."""
+
+    PAIRING = ('nova.compute.resource_tracker:ResourceTracker.'
+               '_pair_instances_to_migrations')
+    REVERT = 'nova.compute.manager:ComputeManager.revert_resize'
+
+    def _wrap(self, ref):
+        """Wrap the real Nova function ``ref`` for this test only."""
+        owner, name = ref.rsplit('.', 1)
+        cls = fingerprints.resolve(owner)
+        wrapped = _profiled(cls.__dict__[name])
+        self.useFixture(fixtures.MockPatchObject(cls, name, wrapped))
+        return wrapped
+
+    def test_nova_decorators_are_looked_through(self):
+        for ref in (self.PAIRING, self.REVERT):
+            result = fingerprints.check(ref)
+            self.assertIsNone(result.error, result.describe())
+            self.assertTrue(result.known, result.describe())
+
+    def test_foreign_wrapper_is_named(self):
+        for ref in (self.PAIRING, self.REVERT):
+            self._wrap(ref)
+            result = fingerprints.check(ref)
+            self.assertFalse(result.known)
+            self.assertIsNone(result.fingerprint)
+            # module and qualname (Python 3.11+) or name of its code
+            self.assertRegex(
+                result.describe(), r'wrapped at run time by %s\.'
+                r'(_profiled\.<locals>\.)?profiled, which is not'
+                % __name__.replace('.', r'\.'))
+            self.assertIn(ref, result.describe())
+
+    def test_wrapper_names_its_own_code(self):
+        wrapped = self._wrap(self.PAIRING)
+        # functools.wraps made it look like Nova's ...
+        self.assertEqual('nova.compute.resource_tracker', wrapped.__module__)
+        # ... but its code is ours.
+        self.assertIn(fingerprints.wrapper_name(wrapped), (
+            __name__ + '.profiled', __name__ + '._profiled.<locals>.profiled'))
+
+    def test_unwrap(self):
+        from nova.compute import manager
+        inner = fingerprints.unwrap(manager.ComputeManager.revert_resize)
+        self.assertFalse(hasattr(inner, '__wrapped__'))
+        self.assertRaises(fingerprints.UnknownWrapper, fingerprints.unwrap,
+                          _profiled(manager.ComputeManager.revert_resize))
