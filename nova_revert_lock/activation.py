@@ -164,17 +164,91 @@ class ActivationReport(object):
 class TrackerSwap(object):
     """Give the composed manager its tracker subclass.
 
-    ``ComputeManager.__init__`` builds a plain ``ResourceTracker``; this
-    turns that very object into an instance of the composed subclass, which
-    only adds methods, so nothing the constructor set up is lost and the
-    constructor's signature (which varies by release) does not matter.
+    ``ComputeManager.__init__`` builds a ``ResourceTracker``; this turns
+    that very object into an instance of a subclass of *its own class*
+    with the tracker mixins before it, which only adds methods, so nothing
+    the constructor set up is lost and the constructor's signature (which
+    varies by release) does not matter. A manager of a vendor may build a
+    tracker subclass of its own: it is composed over in the same way (once
+    per class), unless it overrides a tracker function the mixins replace
+    or rely on, in which case the manager refuses to start
+    (:class:`~nova_revert_lock.exception.ForeignTracker`) rather than
+    drop or bypass that override.
     """
 
+    #: the tracker subclass composed over Nova's ``ResourceTracker``
     _nrl_tracker_class = None
+    #: what :func:`compose` built it from: the tracker mixins, the
+    #: namespace, and the tracker functions a foreign class may not
+    #: override (name -> the mixins that need it)
+    _nrl_tracker_mixins = ()
+    _nrl_tracker_namespace = None
+    _nrl_tracker_guarded = None
+    #: tracker class -> composed subclass
+    _nrl_tracker_classes = None
 
     def __init__(self, *args, **kwargs):
         super(TrackerSwap, self).__init__(*args, **kwargs)
-        self.rt.__class__ = self._nrl_tracker_class
+        self.rt.__class__ = self._nrl_tracker_for(type(self.rt))
+
+    @classmethod
+    def _nrl_tracker_for(cls, tracker_cls):
+        """The composed subclass of ``tracker_cls``, made once per class.
+
+        :raises ForeignTracker: if ``tracker_cls`` is no ResourceTracker
+            or overrides a function the mixins replace or rely on
+        """
+        cache = cls._nrl_tracker_classes
+        composed = cache.get(tracker_cls)
+        if composed is None:
+            if tracker_cls in cache.values():
+                return tracker_cls
+            _check_tracker_class(tracker_cls, cls._nrl_tracker_guarded)
+            composed = _tracker_subclass(
+                tracker_cls, cls._nrl_tracker_mixins,
+                cls._nrl_tracker_namespace)
+            cache[tracker_cls] = composed
+        return composed
+
+
+def _tracker_subclass(tracker_cls, tracker_mixins, namespace):
+    return type('RevertLock%s' % tracker_cls.__name__,
+                tuple(tracker_mixins) + (tracker_cls,), dict(namespace))
+
+
+def _check_tracker_class(tracker_cls, guarded):
+    """Refuse a tracker class the mixins cannot be composed over.
+
+    :param guarded: dict name -> mixin names: the tracker functions the
+        composed tracker adds, replaces or relies on
+    :raises ForeignTracker: naming the class and the functions it overrides
+    """
+    from nova.compute import resource_tracker
+    stock = resource_tracker.ResourceTracker
+    name = '%s.%s' % (tracker_cls.__module__, tracker_cls.__qualname__)
+    if not issubclass(tracker_cls, stock):
+        message = ('the compute manager built a resource tracker of class '
+                   '%s, which is not a ResourceTracker: nova-revert-lock '
+                   'cannot compose over it' % name)
+    else:
+        overridden = sorted(
+            n for n in guarded
+            if getattr(tracker_cls, n, None) is not getattr(stock, n, None))
+        if not overridden:
+            return
+        message = (
+            'the compute manager built a resource tracker of class %s, '
+            'which overrides %s that nova-revert-lock (%s) replaces or '
+            'relies on; composing over it would drop or bypass those '
+            'overrides, so nova-compute is not started. Set '
+            '[revert_lock] enabled = false to run it without '
+            'nova-revert-lock.' % (
+                name, ', '.join('ResourceTracker.%s' % n
+                                for n in overridden),
+                ', '.join(sorted({m for n in overridden
+                                  for m in guarded[n]}))))
+    LOG.error('nova-revert-lock: %s', message)
+    raise exception.ForeignTracker(message)
 
 
 class _Active(object):
@@ -451,14 +525,48 @@ def compose(manager_cls, applied, lock):
     for mixin in tracker_mixins:
         namespace.update(locking.apply_lock(
             ((name, getattr(mixin, name)) for name in dir(mixin)), lock))
-    tracker_cls = type('RevertLockResourceTracker',
-                       tracker_mixins + (resource_tracker.ResourceTracker,),
-                       namespace)
+    stock = resource_tracker.ResourceTracker
+    tracker_cls = _tracker_subclass(stock, tracker_mixins, namespace)
     manager_mixins = tuple(i.manager for i in impls)
     return type('RevertLockComputeManager',
                 manager_mixins + (TrackerSwap, rpc.StatusEndpointMixin,
                                   manager_cls),
-                {'__module__': __name__, '_nrl_tracker_class': tracker_cls})
+                {'__module__': __name__,
+                 '_nrl_tracker_class': tracker_cls,
+                 '_nrl_tracker_mixins': tracker_mixins,
+                 '_nrl_tracker_namespace': namespace,
+                 '_nrl_tracker_guarded': _guarded_tracker_functions(
+                     applied, namespace),
+                 '_nrl_tracker_classes': {stock: tracker_cls}})
+
+
+def _guarded_tracker_functions(applied, namespace):
+    """Tracker functions a foreign tracker class must not override.
+
+    Those the applied mixins replace or rely on, those whose lock is read
+    (:data:`~nova_revert_lock.mixins.LOCK_REFS`), and those the composed
+    tracker defines itself.
+
+    :returns: dict function name -> sorted names of the mixins needing it
+    """
+    prefix = 'nova.compute.resource_tracker:ResourceTracker.'
+    guarded = collections.defaultdict(set)
+    names = [s.name for s, _c in applied]
+    for ref in mixins.LOCK_REFS:
+        guarded[ref[len(prefix):]].update(names)
+    for spec, check in applied:
+        for ref in spec.refs.replaces + spec.refs.relies_on:
+            if ref.startswith(prefix):
+                guarded[ref[len(prefix):]].add(spec.name)
+        impl = spec.implementation(check.family)
+        if impl.tracker is not None:
+            for attr in vars(impl.tracker):
+                if not attr.startswith('__'):
+                    guarded[attr].add(spec.name)
+    for attr in namespace:
+        if not attr.startswith('__'):
+            guarded[attr].update(names)
+    return {k: sorted(v) for k, v in guarded.items()}
 
 
 def compose_status_only(manager_cls):
