@@ -36,6 +36,7 @@ import hashlib
 import importlib
 import inspect
 import io
+import os
 import textwrap
 import tokenize
 
@@ -318,11 +319,34 @@ def check(ref, table=None):
 
 
 def release_key(release):
-    """Sort key for Nova release strings such as ``'21.1.0'``."""
+    """Sort key for Nova release strings such as ``'21.1.0'``.
+
+    A label with a local part (``'20.6.1+patches'``: that release with
+    this project's patch series applied) sorts right after its release.
+    """
+    version, _, local = release.partition('+')
     parts = []
-    for part in release.split('.'):
+    for part in version.split('.'):
         parts.append(int(part) if part.isdigit() else -1)
-    return parts
+    return parts + ([1] if local else [])
+
+
+def patch_series_digest(directory):
+    """SHA-256 of a patch series: its ``series`` file and each patch in it.
+
+    The fingerprint table records it for every patched build it surveyed,
+    so that a change to ``patches/`` without a new survey is noticed.
+    """
+    digest = hashlib.sha256()
+    with open(os.path.join(directory, 'series'), 'rb') as f:
+        series = f.read()
+    digest.update(series)
+    for line in series.decode('utf-8').splitlines():
+        name = line.strip()
+        if name and not name.startswith('#'):
+            with open(os.path.join(directory, name), 'rb') as f:
+                digest.update(name.encode('utf-8') + b'\0' + f.read())
+    return digest.hexdigest()
 
 
 def sorted_releases(releases):

@@ -11,11 +11,13 @@
 # under the License.
 
 import functools
+import os
 import sys
 
 import fixtures
 import testtools
 
+from nova_revert_lock import fingerprint_table
 from nova_revert_lock import fingerprints
 
 
@@ -174,3 +176,37 @@ class WrapperTestCase(testtools.TestCase):
         self.assertFalse(hasattr(inner, '__wrapped__'))
         self.assertRaises(fingerprints.UnknownWrapper, fingerprints.unwrap,
                           _profiled(manager.ComputeManager.revert_resize))
+
+
+class PatchedBuildsTestCase(testtools.TestCase):
+    """The table knows the builds of this tree's patch series."""
+
+    PATCHES = os.path.join(os.path.dirname(os.path.dirname(
+        os.path.abspath(fingerprint_table.__file__))), 'patches')
+
+    def setUp(self):
+        super(PatchedBuildsTestCase, self).setUp()
+        if not os.path.isdir(self.PATCHES):
+            self.skipTest('not run from a source tree: no patches/')
+
+    def test_surveyed_series_are_the_patches_here(self):
+        series = sorted(d for d in os.listdir(self.PATCHES)
+                        if os.path.exists(os.path.join(
+                            self.PATCHES, d, 'series')))
+        surveyed = fingerprint_table.SURVEYED_PATCHES
+        self.assertEqual(series, sorted(s for s, _d in surveyed.values()))
+        for label, (name, digest) in sorted(surveyed.items()):
+            # NOTE: a patch changed without a new survey: run
+            # tools/survey_fingerprints.py as the table's header says.
+            self.assertEqual(
+                digest, fingerprints.patch_series_digest(
+                    os.path.join(self.PATCHES, name)),
+                '%s: patches/%s changed since the survey' % (label, name))
+
+    def test_labels_sort_after_their_release(self):
+        self.assertEqual(
+            ['20.6.1', '20.6.1+patches', '21.0.0', '21.1.0',
+             '21.1.0+patches', '21.1.1'],
+            fingerprints.sorted_releases(
+                ['21.1.1', '21.1.0+patches', '21.0.0', '20.6.1+patches',
+                 '21.1.0', '20.6.1']))
