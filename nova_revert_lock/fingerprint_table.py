@@ -213,3 +213,167 @@ FINGERPRINTS = {
              '21.1.1', '21.1.2', '31.3.1'),
     },
 }
+
+#: ``SOURCE_DIGESTS[ref][source text digest]`` is the fingerprint of that
+#: exact text (``fingerprints.source_digest``): the guard's shortcut, which
+#: spares tokenizing a live function whose text a survey has seen.
+SOURCE_DIGESTS = {
+    'nova.compute.manager:ComputeManager._confirm_resize': {
+        '30aef99cd7a33ee9051955219dc5a70caf1d3aebece5febec8d1ddac1285ab39':
+            '66d50c3cb0c24c3deca6ae3ef85aeee6920eb08b78f7e3063e4f69495845cb70',
+        '4fcc9c760964d885c66f1fb28c207c398ed73117ad40fc3a1d59cadeba82ae78':
+            '812ce90af0d62d2109232f4ed270ff8ec6871970ea03fdfbec15c9b32ef7a024',
+        '72b84df31b694a789f3e7e7de1b5cc47d765f535b69b8fe7bc42fc957f7860ce':
+            '66d50c3cb0c24c3deca6ae3ef85aeee6920eb08b78f7e3063e4f69495845cb70',
+        'a6c83dcdc1b1145ec290acb1cca9372a7ae13433d64252969bfb0e47939ea692':
+            '66d50c3cb0c24c3deca6ae3ef85aeee6920eb08b78f7e3063e4f69495845cb70',
+        'ad36886ee8299605e88d5bcb6751327c92b199438b0b13476e3b12d194371dce':
+            '812ce90af0d62d2109232f4ed270ff8ec6871970ea03fdfbec15c9b32ef7a024',
+    },
+    'nova.compute.manager:ComputeManager._confirm_snapshot_based_resize_at_source': {
+        '17cce21c0c47bab8ef0ce08f9aaf1c182e10651bf2e562e04f278479e75a8d32':
+            'f547658881acc878a41c92ee331c2f81ae547387e0f6d444f163e6ac897e0e13',
+        '3100c64fee2eac616ef67353939e34fac75442ef93cd2512d42190c4d2ded36b':
+            '13a3efe09d2920e45058ae6fdae211de6fc0845e5a4c8d7a7d41f594d811e6d2',
+        '3738e10f81d48641bfc3c92d3088c275dbd6c8416275cc3862741820214b072d':
+            '1fadbca06a04c56a1b2014fa4e64569ed365c394ccdfbbe55033e3e7551ada81',
+        '4a57935657c6c84534a957abdaa5ca6126248394263c73a531b0bf3a65eba74a':
+            'f547658881acc878a41c92ee331c2f81ae547387e0f6d444f163e6ac897e0e13',
+    },
+    'nova.compute.manager:ComputeManager._finish_revert_snapshot_based_resize_at_source': {
+        '50a419290e2ca6f582555f3b99fd325ae956a9b98bc8a745de5048c554c7848f':
+            '0d11cef826acaf7ac9a7eca1d75002a728be394f2f31c3736538a39e70794233',
+        '8f7d4f2d918123d2bcbda98a8015cb407f66bf6710e3cc7e1f1b2fc774cba241':
+            'e9bebf27045ba6cb526b9b77de4ec36b799bb4114d19532925ffe83131d095bf',
+        'b39eec1f532ce7a33665987f5639fb5ecef096f39d6da740d9c8b7f30de7aa6e':
+            '83469e3e8a811f0cf1501edf4a0263f64caa5dfac9c874752520fffc11d9b648',
+    },
+    'nova.compute.manager:ComputeManager._revert_snapshot_based_resize_at_dest': {
+        '57ce8786eda50855f908bb6e15237db3d496ae669fdb2824e7dedb532f23167c':
+            'd1f1fce157e262c8399e55db2065071015b2522e165123d2bd935ac4a73842e2',
+        '87ee98b1c203c7cf7cbea0acba785811178be45d71ebc4d8ab68a28bbb7f6015':
+            '57d74b0fe72fef4ea0cddae557e94b641b4220f29e3c339780d247b940469f34',
+        'd6735e3629988e4329f3c23f94f8ba633170462a450eeee2b5ddc64eaf55dc16':
+            '1873ec63a69187e971d49413ed295542e23b9d0f4d85dfc35d071f0b213c87cc',
+        'f93e09e36f7020f824619915e0abc3ea699a9e7934740f806a27e251ab639d65':
+            '1873ec63a69187e971d49413ed295542e23b9d0f4d85dfc35d071f0b213c87cc',
+    },
+    'nova.compute.manager:ComputeManager._set_instance_info': {
+        '454221809a8f6be8d3c893af1545d36ee20053ac32b8291a869a9cba6542e37a':
+            '6bea0193f3c59bbe06d8d9c7079a12072c93398c44a5f4436e6b7c00c36026fc',
+        'e5e89aed8f067de2dd3e6453df310c980d7f5cef40e8925e9a19f8903dbc7a14':
+            '46a0c2ecbc875c9fdf2a8f2bdddbce54afd05a25df224839d0f5ee6364480fb4',
+    },
+    'nova.compute.manager:ComputeManager.confirm_resize': {
+        '0dcab950e1669a67eefffa3e0cbd6c717e32121a619ca1bd382ee4aac523d777':
+            'ef3dcb4754f54bd2a5b18702fa5d720f00bbf21aaf5b792c486d3acdcbe1f918',
+        '8d361207052a98613e45c6b28a4f2e672194eb313b056a24c7dcb49926569d5b':
+            '12832cb317bb89da592b6bc516b9ebfd5141916acdf8c9faab26302a14ef19e7',
+        '909d3f1024f07a475c86721a8700c9eb15798d91505bff59a98ee8210eccfd88':
+            'b1f9d4bf519ce2e187fa49a0470656240d3a443aa6d02172d01dbc1078afcb46',
+        'c3f4443fae730e6f529ff69f329c882f5217e20371c1b8a3f6234263fc05dca2':
+            'b1f9d4bf519ce2e187fa49a0470656240d3a443aa6d02172d01dbc1078afcb46',
+        'd960729233d4bc07228c5d195ce493ffabd58069946998b9121514108987fa50':
+            'b9a7f32123fbd6d1ca4064485d74c34bb4bd52da1ae68a3895847d84c96e5d6c',
+    },
+    'nova.compute.manager:ComputeManager.confirm_snapshot_based_resize_at_source': {
+        'a96986d19a8f487ad4e3bd0517884abbb5041b17af3b8109a0342c27027f2f55':
+            '24969bbc69209787f061ed5290dca2104e438730b212305b3c47fd554864b041',
+    },
+    'nova.compute.manager:ComputeManager.finish_revert_resize': {
+        '87724ef6cd665202b70fc4ad064ee123207b0509fbaa655403619d02486b83af':
+            '75bc56f0c420de05c602030b3a63612f8c519b3825a2aeedeff85c3c9933d29b',
+        'ccdd7fad9c561bb4e12497fb5522f60a6228f0685b4672e5c24b79f3b977342f':
+            '7336e226fd245bd01af74e9b5238f39eebafd8a4f1d9f72ebff80795b61517f0',
+        'd7d3bf1c962634914421aa9df3225bc3dbccca0ba0038353dcbba923b90db94b':
+            '4833f80f4f1ce38e4bb6a6e3d2e51614bb1e8a3ead752686d44a19f67a9d4b85',
+        'fa2007d51e50ff4fedec59b6dd4182eac60f0c2aeba29a648d87369d1d376ac5':
+            'c3720f26328497079781b4b7703a41edd704f2c405bd1ccf33463029665e2dbf',
+    },
+    'nova.compute.manager:ComputeManager.finish_revert_snapshot_based_resize_at_source': {
+        '352d33f0c5296c13273d5498ab7ac801a09db438a3ca4baeffa85d0112cbba43':
+            '5e56bd3229ea4e8d07b9b22c1b7441c2e57436a66df613a49ebb7fdafc44b2f9',
+        '3590604f5b3fb7019171a2654ff9722abeb2f9f4c3f455613213a523588e0032':
+            '6491bb512fd5018fc2398948691c529206c2ecef21770b44d483d1ce54718d75',
+    },
+    'nova.compute.manager:ComputeManager.revert_resize': {
+        '197824e88bb6ec755a7e56b6c7af4c44ca4d75586fcab39d5c17d43bb62d5c41':
+            '4005892bb936c8fb216dc60e871204367c1f678e5c0c1e4fcad071e0584bf8a8',
+        '31573e0ab64179e66642d8557ec9a67a8bfe7e06916bd36049d82fefec0982fa':
+            '54e6efb371ef235e35948002a7b539715877759610d766a3e1c456e51d22ae6f',
+        '82917fc3dc1389672f08fbe1488f3be9ce1574bc4690c55cd33cf9cb682aee32':
+            '32e27caa4c1b1e29cd3b7f6d886a8991c1294f6bae2e6837d3ddee6740f5c1e1',
+        '8311279d6f3498eced8c0c7105188250ca1b752e209b937d967aafdcee06f3da':
+            '9ea11846a2424733176cef876d6a6a4f6c40296c1de7a511ad6c71a10fc19095',
+        'dee37f2ed427cae0e8b0f7bc495a805ea5c0f1fb4a76112f999643d1ecc26620':
+            '4005892bb936c8fb216dc60e871204367c1f678e5c0c1e4fcad071e0584bf8a8',
+        'f387798a5b7e7b9e99023222360150e711deacd0804893908767b4f601685ffa':
+            '88b3a110def98a972bcdc832453f3321ea58103cacc181d5950f082b2897a39f',
+    },
+    'nova.compute.manager:ComputeManager.revert_snapshot_based_resize_at_dest': {
+        'c1375fee71b0e83e84efc6ff4b2fa8209a90e09476275544f4ae0b5512eef84e':
+            '8d88fab3e16f68d5e730e4514e6af5d8a1af1b114e23dbf1c43bb34fc4355468',
+    },
+    'nova.compute.resource_tracker:ResourceTracker._pair_instances_to_migrations': {
+        '15b66b5a06b60ffa08aac05d7ed0cd491a19f014c3794e9d2d8f7fa0dbfaded2':
+            'a47d80ccfc89da96c55a46c26beedd70f8d7ecfd0007a1823a8f747abe323847',
+    },
+    'nova.compute.resource_tracker:ResourceTracker._update_available_resource': {
+        '322f449cf9c12d5337466604d86a1cf888f027745c245bb1ebc5ca28d18e879a':
+            'afe00d1416c2b301cc31a35da30c0472ac114edd9026adffa8c0a66a84624562',
+        'a6881a032dac69b093676132689843fbfa9c31b5f0b01bd53b768ea587b1c577':
+            '289f4ef781b3569abdc84faaff4095f9e13b8f6c7b9a0ddf71f1305aebd0b915',
+        'a9350597c2758aab10f2cd8a6aaabfba4791a4910c08f921aff97472b3fa7f53':
+            '5ec8f64547af6d74b3eaf3b9b4baf426ae3bf1faff46bbc575e22df55c1368f8',
+    },
+    'nova.compute.resource_tracker:ResourceTracker._update_usage_from_migration': {
+        '2b103026f3cd0229b4bd8b89d6460752aac94a288a2e9e9af27a2fdf609cff02':
+            'ac933c8bbf5adfb73f10903ee5fc6222f5c1f25d3b0767f57bb17ecc53d4a8ed',
+        '8d12e452ee2ad6cba8e876aac1224d69ed4aa906c3c0b8f86cfc33edd32184ab':
+            '5b67dad1dfd83dd99f958beed5218a8ffdedeff6639a0c6991a53f364630a13f',
+    },
+    'nova.compute.resource_tracker:ResourceTracker._update_usage_from_migrations': {
+        '0a1c3b0c683f367d0d3f4d30363c7c9dbf3ee9c3cb945f81fe31bb0be90374b8':
+            '7fa4a743a630222bbded7a89a4a555444d88ed5f86223ba5ad46ed2ce6fd50d0',
+        'a45e36fd8937bebfa9a506a55abee0acb6c4108410c9b5837b7882e404a8ec39':
+            'bcc5fceb29fc23452d1231ff8d02e139aad1a9d0a31737414ad192ba0d4c5a4b',
+    },
+    'nova.compute.resource_tracker:ResourceTracker.drop_move_claim': {
+        '2ccc54da86d368965eda6e2298b1b89ab02cc6bf69e45612248bd3b44f853fe7':
+            'f7a2e6568aea6342af9533116f08b62b9687e98b2dd9e3e470b6337e5ba3956b',
+        '484cc563f93480b23fa7127078e36dd537ba5526d8ee9ac10c0661dd486372ef':
+            '0d2ec27f48ba39d8318956d09147f7924b9d0cc8cd1924931246088cf77a5d73',
+        '643fdf2b585b325753989813f47e0c5b6ba63258e8c08395133f2c5d955c2f21':
+            '96e55378922b484df0d56e31da87de677a45b523c83985eb34c3e3538a365fb8',
+        '6b21c0df162ae8397723ef712c2c53d2b7b5ca9d3bb5e7789cc618fb8a4a8053':
+            '165b0af76df14c58b83506bc6a3704a3848cc69ec5eb1db22703260bf5c5b9d0',
+        'cb6276c9b3f0170598f57824466813917257caceebbfef19e89af9685bf07bf4':
+            'efb2b3a7e24c440107a8885a2a1d1012defd4cce161a280293b24a9b0cdf1ae2',
+        'ce7d7b72732e0f8a1188c99681c639a478e5bebbc4dbf59d1ac324a079c68bf5':
+            '51223ff6b75a9f3b6e2faf4ceef5cad0e3bba4021b691dc45573f0651956c960',
+    },
+    'nova.conductor.tasks.cross_cell_migrate:ConfirmResizeTask._cleanup_source_host': {
+        '21567a8e9d544dfe2556f67fa2a99e9ea56a8a1a1ae4189a49ab87f2774f4121':
+            '61015d7181453504656d6f19c8155bb4dd06735e5a10f38c821ede7463e1ad49',
+        'e9ba27691b9a1a8d66a75e154bbfabb8bc7d531151cd6d4a31010be8072b4fb5':
+            '6b491974ebce8a309da7ed44d7670b128c535d83b66b6918a99a84bd40c326f5',
+    },
+    'nova.conductor.tasks.cross_cell_migrate:ConfirmResizeTask._execute': {
+        '335d7e483b826e2896fa7e9da26e96eb844f98dd080b465c9f3868bc625e84b0':
+            '194ecb43b1a53772c247cdea12a401a830265a35c196040ac32dd0c25635a61b',
+    },
+    'nova.conductor.tasks.cross_cell_migrate:RevertResizeTask._execute': {
+        '97c21cfac59fbfdab9fbd8e457547e1b7186037c0832ec7714339165125bb2a5':
+            '430a4c807432abd9ffab83a64080687bed98055e037d7a148b4d1423595aa861',
+    },
+    'nova.conductor.tasks.cross_cell_migrate:RevertResizeTask._update_instance_in_source_cell': {
+        '3507bfc1402ebaeefea3510431a48c2ee2be0ac74de7ce05bbbbf27b3b0be721':
+            'e8458e5fae5746d62ff66a3f1b34f4381c6a8e705d0ecda85722060bc2aa0902',
+        '62bd0f9d8a9d0dd0b0bc6ee26dc751b27e0ee82bf98656a97ae1b572902f8c9e':
+            'dbf96c755e667161b445e4088a522b25d2019f65bfa48af5463cae69abf48cb9',
+    },
+    'nova.objects.instance:Instance.revert_migration_context': {
+        '6e4659f9dcb621019f43037ed3e1e335a8794ef67f94827baf51667a2468a699':
+            '5a4138a99ed01585c68256b955b9aba220bd47f9ded2009878f5334c72e53f74',
+    },
+}

@@ -29,6 +29,14 @@ The same normalization runs on two inputs:
 
 Both only use :mod:`tokenize`, so the result does not depend on the Python
 version that computes it (Train runs on 3.6, current Nova on 3.11).
+
+Tokenizing is most of the guard's cost at nova-compute's start, so live
+functions take a shortcut first: the SHA-256 of their exact source text
+(found from the code object's first line and the indentation, without
+tokenizing) is looked up in the survey's ``SOURCE_DIGESTS``, which maps
+the exact texts of surveyed releases to their fingerprints. Only a text
+the survey has not seen is tokenized. Each live function is fingerprinted
+once per process.
 """
 
 import ast
@@ -36,6 +44,7 @@ import hashlib
 import importlib
 import inspect
 import io
+import linecache
 import os
 import textwrap
 import tokenize
@@ -212,9 +221,77 @@ def live_source(func):
         raise SourceUnavailable(str(e))
 
 
+#: id(code object) -> (code object, fingerprint), for this process
+_LIVE = {}
+
+
 def live_fingerprint(ref):
-    """Fingerprint of the live function that ``ref`` names."""
-    return fingerprint(live_source(resolve(ref)))
+    """Fingerprint of the live function that ``ref`` names.
+
+    :raises ImportError, AttributeError, KeyError: no such function
+    :raises SourceUnavailable: no Python source to read
+    :raises UnknownWrapper: wrapped by a decorator the guard does not know
+    """
+    func = unwrap(resolve(ref))
+    code = getattr(func, '__code__', None)
+    if code is None:
+        return fingerprint(live_source(func))
+    hit = _LIVE.get(id(code))
+    if hit is not None and hit[0] is code:
+        return hit[1]
+    digest = None
+    text = quick_source(func)
+    if text is not None:
+        known = getattr(fingerprint_table, 'SOURCE_DIGESTS', {}).get(ref, {})
+        digest = known.get(source_digest(text))
+    if digest is None:
+        digest = fingerprint(live_source(func))
+    _LIVE[id(code)] = (code, digest)
+    return digest
+
+
+def source_digest(text):
+    """SHA-256 of a function's exact source text (the survey's shortcut)."""
+    return hashlib.sha256(text.encode('utf-8')).hexdigest()
+
+
+def _indent(line):
+    return len(line) - len(line.lstrip())
+
+
+def quick_source(func):
+    """The source text of a plain function, found without tokenizing.
+
+    From the code object's first line (its first decorator) to the last
+    line of code before a line indented no deeper than the ``def``,
+    trailing blank and comment lines left out: the text the survey takes
+    (:func:`sources_in_source`) for any function laid out as Nova's are.
+    A function laid out otherwise gives a text the survey has not seen,
+    which only costs the tokenizing path.
+
+    :returns: str, or None if the lines cannot be read
+    """
+    code = func.__code__
+    lines = linecache.getlines(code.co_filename,
+                               getattr(func, '__globals__', None))
+    first = code.co_firstlineno - 1
+    if not 0 <= first < len(lines):
+        return None
+    indent = _indent(lines[first])
+    seen_def = False
+    last = first
+    for number in range(first, len(lines)):
+        line = lines[number]
+        stripped = line.strip()
+        if not stripped or stripped.startswith('#'):
+            continue
+        is_def = stripped.startswith(('def ', 'async def '))
+        if number > first and _indent(line) <= indent and (
+                seen_def or not (is_def or stripped.startswith('@'))):
+            break
+        seen_def = seen_def or is_def
+        last = number
+    return ''.join(lines[first:last + 1])
 
 
 def fingerprints_in_source(source, refs):
@@ -226,6 +303,20 @@ def fingerprints_in_source(source, refs):
     :param source: the module's source text
     :param refs: iterable of ``'Class.method'`` paths within that module
     :returns: dict mapping each path found to its fingerprint
+    """
+    return {path: fingerprint(text)
+            for path, text in sources_in_source(source, refs).items()}
+
+
+def sources_in_source(source, refs):
+    """The exact source text of functions found in a module's source.
+
+    From the first decorator (or ``def``) line to the last line of the
+    function, as :func:`quick_source` finds it on a live function.
+
+    :param source: the module's source text
+    :param refs: iterable of ``'Class.method'`` paths within that module
+    :returns: dict mapping each path found to its text
     """
     tree = ast.parse(source)
     lines = source.splitlines(True)
@@ -243,7 +334,7 @@ def fingerprints_in_source(source, refs):
             first = min([node.lineno] +
                         [d.lineno for d in node.decorator_list])
             end = _node_end(node, lines, first)
-            found[path] = fingerprint(''.join(lines[first - 1:end]))
+            found[path] = ''.join(lines[first - 1:end])
     return found
 
 

@@ -31,7 +31,6 @@ import uuid
 
 from oslo_context import context as oslo_context
 import oslo_messaging as messaging
-from oslo_messaging import opts as om_opts
 
 from nova_revert_lock import stats
 
@@ -159,6 +158,10 @@ def get_transport(conf, url=None):
     # [DEFAULT] control_exchange says otherwise; nova.rpc makes the same
     # call before creating any transport.
     messaging.set_transport_defaults(control_exchange=NOVA_EXCHANGE)
+    # NOTE: imported here, not with the module: it imports every driver
+    # (kombu, amqp...), which only the client needs; nova-compute imports
+    # this module at start, for the endpoint, and loads its own driver.
+    from oslo_messaging import opts as om_opts
     # NOTE: newer oslo.messaging releases register some groups (e.g.
     # [oslo_messaging_metrics], read by every RPC client) on the global
     # CONF only; register every group it lists on the ConfigOpts we use.

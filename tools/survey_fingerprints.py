@@ -88,6 +88,14 @@ FINGERPRINTS = {
 '''
 
 
+SOURCE_DIGESTS_HEADER = '''
+#: ``SOURCE_DIGESTS[ref][source text digest]`` is the fingerprint of that
+#: exact text (``fingerprints.source_digest``): the guard's shortcut, which
+#: spares tokenizing a live function whose text a survey has seen.
+SOURCE_DIGESTS = {
+'''
+
+
 def expand(spec, available):
     """'20.0.0-20.6.1' -> every available release in that closed range."""
     if '-' not in spec:
@@ -200,7 +208,8 @@ def patched_sources(series, workdir):
 def survey(releases, patched=()):
     """Survey releases, then patched builds.
 
-    :returns: (table, {label: (series, patch series digest)})
+    :returns: (table, {label: (series, patch series digest)},
+        {ref: {source text digest: fingerprint}})
     """
     table = collections.defaultdict(lambda: collections.defaultdict(list))
     by_module = collections.defaultdict(list)
@@ -208,13 +217,17 @@ def survey(releases, patched=()):
         module, path = ref.split(':')
         by_module[module].append(path)
     surveyed_patches = {}
+    texts = collections.defaultdict(dict)
 
     def _add(label, sources):
         for module, paths in sorted(by_module.items()):
-            found = fingerprints.fingerprints_in_source(
+            found = fingerprints.sources_in_source(
                 sources.get(module, ''), paths)
-            for path, digest in found.items():
-                table['%s:%s' % (module, path)][digest].append(label)
+            for path, text in found.items():
+                ref = '%s:%s' % (module, path)
+                digest = fingerprints.fingerprint(text)
+                table[ref][digest].append(label)
+                texts[ref][fingerprints.source_digest(text)] = digest
         print('surveyed nova %s' % label, file=sys.stderr)
 
     with tempfile.TemporaryDirectory() as workdir:
@@ -229,7 +242,7 @@ def survey(releases, patched=()):
     for digests in table.values():
         for digest, labels in digests.items():
             digests[digest] = fingerprints.sorted_releases(labels)
-    return table, surveyed_patches
+    return table, surveyed_patches, texts
 
 
 def print_table(table):
@@ -244,7 +257,7 @@ def print_table(table):
                 ', '.join(releases)))
 
 
-def write_table(table, releases, patches, args):
+def write_table(table, releases, patches, texts, args):
     lines = [HEADER % {'args': ' '.join(args),
                        'releases': _block_tuple(releases),
                        'patches': _patches_dict(patches)}]
@@ -255,6 +268,14 @@ def write_table(table, releases, patches, args):
                 key=lambda item: fingerprints.release_key(item[1][0])):
             lines.append('        %r:\n' % digest)
             lines.append('            %s,\n' % _wrap_tuple(rels))
+        lines.append('    },\n')
+    lines.append('}\n')
+    lines.append(SOURCE_DIGESTS_HEADER)
+    for ref in sorted(texts):
+        lines.append('    %r: {\n' % ref)
+        for text_digest, digest in sorted(texts[ref].items()):
+            lines.append('        %r:\n' % text_digest)
+            lines.append('            %r,\n' % digest)
         lines.append('    },\n')
     lines.append('}\n')
     with open(TABLE_PATH, 'w') as f:
@@ -319,10 +340,10 @@ def main(argv=None):
     for spec in args.releases:
         releases.extend(r for r in expand(spec, available)
                         if r not in releases)
-    table, patches = survey(releases, args.patched)
+    table, patches, texts = survey(releases, args.patched)
     print_table(table)
     if args.write:
-        write_table(table, releases, patches, args.releases + [
+        write_table(table, releases, patches, texts, args.releases + [
             '--patched %s' % s for s in args.patched] + ['--write'])
     return 0
 

@@ -13,12 +13,14 @@
 import functools
 import os
 import sys
+from unittest import mock
 
 import fixtures
 import testtools
 
 from nova_revert_lock import fingerprint_table
 from nova_revert_lock import fingerprints
+from nova_revert_lock import releases
 
 
 SOURCE = '''
@@ -210,3 +212,113 @@ class PatchedBuildsTestCase(testtools.TestCase):
             fingerprints.sorted_releases(
                 ['21.1.1', '21.1.0+patches', '21.0.0', '20.6.1+patches',
                  '21.1.0', '20.6.1']))
+
+
+_LAYOUTS = '''
+import functools
+
+
+def deco(*args, **kwargs):
+    return lambda f: f
+
+
+class Layouts(object):
+
+    @deco(
+        'multi-line decorator')
+    @deco()
+    def decorated(self, a,
+                  b=None):
+        """Docstring."""
+        x = [a,
+             b]
+        # a comment at the end of the body
+
+        return x
+
+    def trailing_comment(self):
+        return 1
+    # a comment at the class level
+
+    def string_at_column_zero(self):
+        return """
+text
+"""
+
+    def last(self):
+        pass
+'''
+
+
+class QuickSourceTestCase(testtools.TestCase):
+    """The survey's shortcut finds the text the survey takes."""
+
+    def setUp(self):
+        super(QuickSourceTestCase, self).setUp()
+        fingerprints._LIVE.clear()
+        self.addCleanup(fingerprints._LIVE.clear)
+
+    def _module(self):
+        tmp = self.useFixture(fixtures.TempDir()).path
+        with open(os.path.join(tmp, 'nrl_layouts.py'), 'w') as f:
+            f.write(_LAYOUTS)
+        self.useFixture(fixtures.MonkeyPatch(
+            'sys.path', [tmp] + sys.path))
+        self.addCleanup(sys.modules.pop, 'nrl_layouts', None)
+        import nrl_layouts
+        return nrl_layouts
+
+    @testtools.skipIf(sys.version_info < (3, 8),
+                      'the survey tool needs ast end_lineno (Python 3.8+)')
+    def test_same_text_as_the_survey(self):
+        module = self._module()
+        names = ['decorated', 'trailing_comment', 'last']
+        texts = fingerprints.sources_in_source(
+            _LAYOUTS, ['Layouts.%s' % n for n in names])
+        for name in names:
+            self.assertEqual(
+                texts['Layouts.%s' % name],
+                fingerprints.quick_source(vars(module.Layouts)[name]), name)
+
+    def test_other_layouts_take_the_long_way(self):
+        module = self._module()
+        func = module.Layouts.string_at_column_zero
+        text = fingerprints.quick_source(func)
+        # Cut at the string's column-0 line: a text no survey has, so the
+        # guard tokenizes (and gets it right).
+        self.assertNotIn('text', text)
+        self.assertEqual(
+            fingerprints.fingerprint(fingerprints.live_source(func)),
+            fingerprints.live_fingerprint(
+                'nrl_layouts:Layouts.string_at_column_zero'))
+
+    def test_surveyed_text_is_not_tokenized(self):
+        from nova_revert_lock import mixins
+        refs = [r for r in mixins.all_refs() if r.startswith(
+            'nova.compute.resource_tracker:')]
+        with mock.patch.object(fingerprints, 'fingerprint',
+                               wraps=fingerprints.fingerprint) as tokenized:
+            digests = [fingerprints.live_fingerprint(r) for r in refs]
+        table = fingerprint_table.SOURCE_DIGESTS
+        installed = releases.installed_nova_version()
+        if installed in fingerprint_table.SURVEYED_RELEASES:
+            self.assertEqual(0, tokenized.call_count)
+        fingerprints._LIVE.clear()
+        for ref, digest in zip(refs, digests):
+            func = fingerprints.unwrap(fingerprints.resolve(ref))
+            # the shortcut and the tokenizer agree
+            self.assertEqual(
+                fingerprints.fingerprint(fingerprints.live_source(func)),
+                digest, ref)
+            if installed in fingerprint_table.SURVEYED_RELEASES:
+                self.assertIn(fingerprints.source_digest(
+                    fingerprints.quick_source(func)), table[ref])
+
+    def test_once_per_process(self):
+        ref = 'nova_revert_lock.fingerprints:FunctionCheck.describe'
+        with mock.patch.object(fingerprints, 'fingerprint',
+                               wraps=fingerprints.fingerprint) as tokenized:
+            first = fingerprints.live_fingerprint(ref)
+            self.assertEqual(first, fingerprints.live_fingerprint(ref))
+            self.assertEqual(first, fingerprints.check(ref, {}).fingerprint)
+        self.assertEqual(1, tokenized.call_count)
