@@ -30,7 +30,14 @@ Nova's own functional tests, builds it. Nova's classes are never modified.
 On a Nova that already carries upstream's fix for bug 1879878 the mixins
 for it stand aside and the state is ``already-fixed``; mixins that go
 beyond upstream (``source_window``) are still composed the same way when
-they match, and only they are in the report's ``mixins``.
+they match, and only they are in the report's ``mixins``. Such a mixin
+that does not match is left out with a warning, on every Nova: it never
+refuses the activation.
+
+A Nova with the affected code whose ``[revert_lock] mixins`` leaves out a
+fix for bug 1879878 that would apply is ``incomplete``: what is
+configured is composed, but the host is not protected and
+``nova-revert-lock check`` says so.
 
 When nothing at all is composed on a Nova that already carries the fix,
 the manager gets the status endpoint only (``<manager>`` plus
@@ -61,6 +68,9 @@ LOG = logging.getLogger(__name__)
 
 PATCHED = 'patched'
 ALREADY_FIXED = 'already-fixed'
+#: composed, but a fix for bug 1879878 that applies to this Nova is not
+#: configured: the host is not protected
+INCOMPLETE = 'incomplete'
 REFUSED = 'refused'
 DISABLED = 'disabled'
 
@@ -72,11 +82,12 @@ MANAGER_PATH = __name__ + '.RevertLockComputeManager'
 class ActivationReport(object):
     """What :func:`activate` found and did.
 
-    :ivar state: ``'patched'``, ``'already-fixed'``, ``'refused'`` or
-        ``'disabled'`` (a str: ``str(report.state)`` is the word). Mixins
-        whose feature this Nova lacks (cross-cell resize on Train) are
-        left out and listed in ``not_applicable``; if that leaves nothing,
-        the state is ``'refused'``.
+    :ivar state: ``'patched'``, ``'already-fixed'``, ``'incomplete'``,
+        ``'refused'`` or ``'disabled'`` (a str: ``str(report.state)`` is
+        the word). Mixins whose feature this Nova lacks (cross-cell resize
+        on Train) are left out and listed in ``not_applicable``; if that
+        leaves nothing, the state is ``'refused'``. Only ``patched`` and
+        ``already-fixed`` mean the host is protected.
     :ivar nova_version: installed Nova release string, or None
     :ivar series: its series (``'ussuri'``), or ``'unknown'``
     :ivar mixins: names of the mixins applied: on ``patched``, the fixes
@@ -84,7 +95,10 @@ class ActivationReport(object):
         the mixins that go beyond upstream (``['source_window']``), if any
     :ivar problems: list of human-readable strings (why refused)
     :ivar warnings: list of human-readable strings: why a mixin that goes
-        beyond upstream was left out on a Nova that carries upstream's fix
+        beyond upstream was left out (on any Nova)
+    :ivar missing: names of the bug 1879878 mixins that match this Nova's
+        affected code but are not in ``[revert_lock] mixins`` (state
+        ``incomplete``)
     :ivar checks: list of :class:`~.base.MixinCheck`, one per mixin named
     :ivar lock: how the installed tracker takes its lock, or None
     :ivar manager: the composed manager class, or None
@@ -93,13 +107,15 @@ class ActivationReport(object):
     """
 
     def __init__(self, state, nova_version=None, mixins=(), problems=(),
-                 checks=(), lock=None, manager=None, warnings=()):
+                 checks=(), lock=None, manager=None, warnings=(),
+                 missing=()):
         self.state = state
         self.nova_version = nova_version
         self.series = releases.series_of(nova_version or '')
         self.mixins = list(mixins)
         self.problems = list(problems)
         self.warnings = list(warnings)
+        self.missing = list(missing)
         self.checks = list(checks)
         self.lock = lock
         self.manager = manager
@@ -135,6 +151,7 @@ class ActivationReport(object):
             'not_applicable': self.not_applicable,
             'problems': self.problems,
             'warnings': self.warnings,
+            'missing': self.missing,
             'lock': self.lock,
             'checks': [c.to_dict() for c in self.checks],
         }
@@ -147,17 +164,91 @@ class ActivationReport(object):
 class TrackerSwap(object):
     """Give the composed manager its tracker subclass.
 
-    ``ComputeManager.__init__`` builds a plain ``ResourceTracker``; this
-    turns that very object into an instance of the composed subclass, which
-    only adds methods, so nothing the constructor set up is lost and the
-    constructor's signature (which varies by release) does not matter.
+    ``ComputeManager.__init__`` builds a ``ResourceTracker``; this turns
+    that very object into an instance of a subclass of *its own class*
+    with the tracker mixins before it, which only adds methods, so nothing
+    the constructor set up is lost and the constructor's signature (which
+    varies by release) does not matter. A manager of a vendor may build a
+    tracker subclass of its own: it is composed over in the same way (once
+    per class), unless it overrides a tracker function the mixins replace
+    or rely on, in which case the manager refuses to start
+    (:class:`~nova_revert_lock.exception.ForeignTracker`) rather than
+    drop or bypass that override.
     """
 
+    #: the tracker subclass composed over Nova's ``ResourceTracker``
     _nrl_tracker_class = None
+    #: what :func:`compose` built it from: the tracker mixins, the
+    #: namespace, and the tracker functions a foreign class may not
+    #: override (name -> the mixins that need it)
+    _nrl_tracker_mixins = ()
+    _nrl_tracker_namespace = None
+    _nrl_tracker_guarded = None
+    #: tracker class -> composed subclass
+    _nrl_tracker_classes = None
 
     def __init__(self, *args, **kwargs):
         super(TrackerSwap, self).__init__(*args, **kwargs)
-        self.rt.__class__ = self._nrl_tracker_class
+        self.rt.__class__ = self._nrl_tracker_for(type(self.rt))
+
+    @classmethod
+    def _nrl_tracker_for(cls, tracker_cls):
+        """The composed subclass of ``tracker_cls``, made once per class.
+
+        :raises ForeignTracker: if ``tracker_cls`` is no ResourceTracker
+            or overrides a function the mixins replace or rely on
+        """
+        cache = cls._nrl_tracker_classes
+        composed = cache.get(tracker_cls)
+        if composed is None:
+            if tracker_cls in cache.values():
+                return tracker_cls
+            _check_tracker_class(tracker_cls, cls._nrl_tracker_guarded)
+            composed = _tracker_subclass(
+                tracker_cls, cls._nrl_tracker_mixins,
+                cls._nrl_tracker_namespace)
+            cache[tracker_cls] = composed
+        return composed
+
+
+def _tracker_subclass(tracker_cls, tracker_mixins, namespace):
+    return type('RevertLock%s' % tracker_cls.__name__,
+                tuple(tracker_mixins) + (tracker_cls,), dict(namespace))
+
+
+def _check_tracker_class(tracker_cls, guarded):
+    """Refuse a tracker class the mixins cannot be composed over.
+
+    :param guarded: dict name -> mixin names: the tracker functions the
+        composed tracker adds, replaces or relies on
+    :raises ForeignTracker: naming the class and the functions it overrides
+    """
+    from nova.compute import resource_tracker
+    stock = resource_tracker.ResourceTracker
+    name = '%s.%s' % (tracker_cls.__module__, tracker_cls.__qualname__)
+    if not issubclass(tracker_cls, stock):
+        message = ('the compute manager built a resource tracker of class '
+                   '%s, which is not a ResourceTracker: nova-revert-lock '
+                   'cannot compose over it' % name)
+    else:
+        overridden = sorted(
+            n for n in guarded
+            if getattr(tracker_cls, n, None) is not getattr(stock, n, None))
+        if not overridden:
+            return
+        message = (
+            'the compute manager built a resource tracker of class %s, '
+            'which overrides %s that nova-revert-lock (%s) replaces or '
+            'relies on; composing over it would drop or bypass those '
+            'overrides, so nova-compute is not started. Set '
+            '[revert_lock] enabled = false to run it without '
+            'nova-revert-lock.' % (
+                name, ', '.join('ResourceTracker.%s' % n
+                                for n in overridden),
+                ', '.join(sorted({m for n in overridden
+                                  for m in guarded[n]}))))
+    LOG.error('nova-revert-lock: %s', message)
+    raise exception.ForeignTracker(message)
 
 
 class _Active(object):
@@ -241,8 +332,16 @@ def _overridden(manager_cls, refs):
 def evaluate(conf=None):
     """Run the guard and compose, without registering anything.
 
-    :returns: an :class:`ActivationReport`; on ``patched`` its ``manager``
-        is the composed class
+    The fixes for bug 1879878 (the core mixins) are checked strictly: one
+    that matches no code we know, a lock we cannot read or a manager that
+    overrides what a core mixin needs refuses the whole activation. A
+    mixin that goes beyond upstream is an extra: whatever keeps it out
+    (the same checks) leaves it out with a warning, and never costs the
+    host the core fix, whether or not Nova carries that fix itself.
+
+    :returns: an :class:`ActivationReport`; on ``patched``,
+        ``already-fixed`` or ``incomplete`` its ``manager`` is the composed
+        class, or None when nothing was composed
     :raises ConfigurationError: for option values we cannot act on
     :raises NovaNotAvailable: if Nova cannot be imported
     """
@@ -281,79 +380,117 @@ def evaluate(conf=None):
         return ActivationReport(REFUSED, version, checks=checks, problems=[
             'none of the configured mixins applies to this Nova: %s' % (
                 '; '.join('%s: %s' % (c.name, c.note) for c in checks))])
-    core = [c for s, c in pairs if not s.beyond_upstream]
-    if core and all(c.outcome == base.FIXED_UPSTREAM for c in core):
-        return _beyond_upstream(version, manager_cls, specs, checks)
-    if all(c.outcome == base.FIXED_UPSTREAM for _s, c in pairs):
-        return ActivationReport(ALREADY_FIXED, version, checks=checks)
-    for c in checks:
-        problems.extend(c.problems)
-    try:
-        lock = locking.tracker_lock(mixins.LOCK_REFS)
-    except locking.UnknownLock as e:
-        problems.append('cannot tell how the tracker takes '
-                        'COMPUTE_RESOURCE_SEMAPHORE: %s' % e)
-        lock = None
-    applied = [(s, c) for s, c in zip(specs, checks)
-               if c.outcome == base.MATCH]
-    for spec, _check in applied:
-        problems.extend(_overridden(
-            manager_cls, spec.refs.replaces + spec.refs.relies_on))
+    core = [(s, c) for s, c in pairs if not s.beyond_upstream]
+    extras = [(s, c) for s, c in pairs if s.beyond_upstream]
+    unconfigured = _unconfigured_core_checks(names)
+    missing = [c.name for c in unconfigured if c.outcome == base.MATCH]
+
+    for _spec, check in core:
+        problems.extend(check.problems)
+    warnings = []
+    for spec, check in extras:
+        if check.outcome == base.UNKNOWN:
+            warnings.extend('%s not applied: %s' % (spec.name, problem)
+                            for problem in check.problems)
+    core_admitted, lock, found = _admit(
+        manager_cls, [(s, c) for s, c in core if c.outcome == base.MATCH],
+        strict=True)
+    problems.extend(found)
     if problems:
         # The same function can be named by several mixins: say it once.
         problems = list(collections.OrderedDict.fromkeys(problems))
         return ActivationReport(REFUSED, version, problems=problems,
-                                checks=checks,
+                                checks=checks, warnings=warnings,
                                 lock=lock.describe() if lock else None)
+    extras_admitted, extras_lock, found = _admit(
+        manager_cls, [(s, c) for s, c in extras if c.outcome == base.MATCH],
+        strict=False)
+    warnings.extend(found)
+    lock = lock or extras_lock
 
-    manager = compose(manager_cls, applied, lock)
-    return ActivationReport(
-        PATCHED, version, mixins=[s.name for s, _c in applied],
-        checks=checks, lock=lock.describe(), manager=manager)
-
-
-def _beyond_upstream(version, manager_cls, specs, checks):
-    """Nova carries upstream's fix: apply what goes beyond it, if anything.
-
-    The state stays ``already-fixed``: bug 1879878 is fixed by Nova
-    itself. A mixin that goes beyond upstream applies only if everything
-    about it checks out; if not, it stays out with a warning and
-    nova-compute runs as upstream's, since refusing to start a Nova that
-    has the fix would be worse than the window left open.
-    """
-    warnings = []
-    applied = []
-    for spec, check in zip(specs, checks):
-        if (not spec.beyond_upstream or
-                check.outcome in (base.FIXED_UPSTREAM, base.NOT_APPLICABLE)):
-            continue
-        if check.outcome == base.MATCH:
-            applied.append((spec, check))
-        else:
-            warnings.extend('%s not applied: %s' % (spec.name, problem)
-                            for problem in check.problems)
-    lock = None
-    if applied:
-        try:
-            lock = locking.tracker_lock(mixins.LOCK_REFS)
-        except locking.UnknownLock as e:
-            warnings.extend(
-                '%s not applied: cannot tell how the tracker takes '
-                'COMPUTE_RESOURCE_SEMAPHORE: %s' % (spec.name, e)
-                for spec, _check in applied)
-            applied = []
-    for spec, check in list(applied):
-        overridden = _overridden(
-            manager_cls, spec.refs.replaces + spec.refs.relies_on)
-        if overridden:
-            warnings.extend('%s not applied: %s' % (spec.name, problem)
-                            for problem in overridden)
-            applied.remove((spec, check))
+    admitted = core_admitted + extras_admitted
+    applied = [(s, c) for s, c in pairs if (s, c) in admitted]
+    core_known = [c for _s, c in core] + [
+        c for c in unconfigured if c.outcome != base.NOT_APPLICABLE]
+    if missing:
+        state = INCOMPLETE
+    elif core_known and all(c.outcome == base.FIXED_UPSTREAM
+                            for c in core_known):
+        state = ALREADY_FIXED
+    else:
+        state = PATCHED
     manager = compose(manager_cls, applied, lock) if applied else None
     return ActivationReport(
-        ALREADY_FIXED, version, mixins=[s.name for s, _c in applied],
+        state, version, mixins=[s.name for s, _c in applied],
         checks=checks, lock=lock.describe() if applied else None,
-        manager=manager, warnings=warnings)
+        manager=manager, warnings=warnings, missing=missing)
+
+
+def _unconfigured_core_checks(names):
+    """Checks of the bug 1879878 mixins left out of ``[revert_lock] mixins``.
+
+    Only the core mixins are looked at: one of them that matches this
+    Nova's affected code is a fix this host goes without.
+
+    :param names: the configured mixin names
+    :returns: list of :class:`~.base.MixinCheck`, in namespace order
+    """
+    order = list(mixins.REFS)
+    others = sorted(
+        (name for name in available_mixins() if name not in names),
+        key=lambda name: (order.index(name) if name in order else len(order),
+                          name))
+    if not others:
+        return []
+    specs, _failures = _load_specs(others)
+    return [spec.check() for spec in specs if not spec.beyond_upstream]
+
+
+def _admit(manager_cls, candidates, strict):
+    """The lock and override checks of the mixins that matched.
+
+    The tracker's lock must be readable (every mixin composed takes it or
+    relies on it) and the configured manager must not override a function
+    a mixin replaces or relies on.
+
+    :param manager_cls: the compute manager class to extend
+    :param candidates: list of (MixinSpec, MixinCheck) that matched
+    :param strict: True for the bug 1879878 mixins: any failure keeps all
+        of them out and the messages are the activation's problems (it is
+        refused). False for mixins beyond upstream: each one that fails is
+        left out alone, with a warning naming it.
+    :returns: ``(admitted, lock, messages)``: the pairs that may be
+        composed, the :class:`~.locking.LockSpec` (or None) and the
+        problems (strict) or warnings
+    """
+    if not candidates:
+        return [], None, []
+    messages = []
+
+    def _fail(spec, reason):
+        messages.append(reason if strict else
+                        '%s not applied: %s' % (spec.name, reason))
+
+    try:
+        lock = locking.tracker_lock(mixins.LOCK_REFS)
+    except locking.UnknownLock as e:
+        lock = None
+        reason = ('cannot tell how the tracker takes '
+                  'COMPUTE_RESOURCE_SEMAPHORE: %s' % e)
+        for spec, _check in (candidates[:1] if strict else candidates):
+            _fail(spec, reason)
+        return [], None, messages
+    admitted = []
+    for spec, check in candidates:
+        overridden = _overridden(
+            manager_cls, spec.refs.replaces + spec.refs.relies_on)
+        for reason in overridden:
+            _fail(spec, reason)
+        if not overridden:
+            admitted.append((spec, check))
+    if strict and messages:
+        admitted = []
+    return admitted, lock, messages
 
 
 def compose(manager_cls, applied, lock):
@@ -388,14 +525,48 @@ def compose(manager_cls, applied, lock):
     for mixin in tracker_mixins:
         namespace.update(locking.apply_lock(
             ((name, getattr(mixin, name)) for name in dir(mixin)), lock))
-    tracker_cls = type('RevertLockResourceTracker',
-                       tracker_mixins + (resource_tracker.ResourceTracker,),
-                       namespace)
+    stock = resource_tracker.ResourceTracker
+    tracker_cls = _tracker_subclass(stock, tracker_mixins, namespace)
     manager_mixins = tuple(i.manager for i in impls)
     return type('RevertLockComputeManager',
                 manager_mixins + (TrackerSwap, rpc.StatusEndpointMixin,
                                   manager_cls),
-                {'__module__': __name__, '_nrl_tracker_class': tracker_cls})
+                {'__module__': __name__,
+                 '_nrl_tracker_class': tracker_cls,
+                 '_nrl_tracker_mixins': tracker_mixins,
+                 '_nrl_tracker_namespace': namespace,
+                 '_nrl_tracker_guarded': _guarded_tracker_functions(
+                     applied, namespace),
+                 '_nrl_tracker_classes': {stock: tracker_cls}})
+
+
+def _guarded_tracker_functions(applied, namespace):
+    """Tracker functions a foreign tracker class must not override.
+
+    Those the applied mixins replace or rely on, those whose lock is read
+    (:data:`~nova_revert_lock.mixins.LOCK_REFS`), and those the composed
+    tracker defines itself.
+
+    :returns: dict function name -> sorted names of the mixins needing it
+    """
+    prefix = 'nova.compute.resource_tracker:ResourceTracker.'
+    guarded = collections.defaultdict(set)
+    names = [s.name for s, _c in applied]
+    for ref in mixins.LOCK_REFS:
+        guarded[ref[len(prefix):]].update(names)
+    for spec, check in applied:
+        for ref in spec.refs.replaces + spec.refs.relies_on:
+            if ref.startswith(prefix):
+                guarded[ref[len(prefix):]].add(spec.name)
+        impl = spec.implementation(check.family)
+        if impl.tracker is not None:
+            for attr in vars(impl.tracker):
+                if not attr.startswith('__'):
+                    guarded[attr].add(spec.name)
+    for attr in namespace:
+        if not attr.startswith('__'):
+            guarded[attr].update(names)
+    return {k: sorted(v) for k, v in guarded.items()}
 
 
 def compose_status_only(manager_cls):
@@ -408,13 +579,14 @@ def compose_status_only(manager_cls):
 def _status_only_manager(report):
     """For a report that patches nothing: the class to register, or None.
 
-    Already fixed upstream: nothing of Nova's is overridden, but the host
-    still answers ``nova-revert-lock status`` with ``already-fixed``.
+    Already fixed upstream, or incomplete with nothing that applies:
+    nothing of Nova's is overridden, but the host still answers
+    ``nova-revert-lock status`` with its state.
     Refused or disabled: nothing is touched, nova-compute runs exactly as
     shipped (the audit then reports the host as not running the
     extension, which is the truth).
     """
-    if report.state != ALREADY_FIXED:
+    if report.state not in (ALREADY_FIXED, INCOMPLETE):
         return None
     try:
         _import_nova()
@@ -513,6 +685,14 @@ def _log(report):
         LOG.info('nova-revert-lock: Nova %s (%s) already carries the fix '
                  'for bug 1879878; standing aside', report.nova_version,
                  report.series)
+    elif report.state == INCOMPLETE:
+        LOG.warning('nova-revert-lock: Nova %(version)s (%(series)s) has the '
+                    'code of bug 1879878 and [revert_lock] mixins leaves '
+                    'out its fixes %(missing)s: this host is NOT protected '
+                    'against it; applied: %(mixins)s',
+                    {'version': report.nova_version, 'series': report.series,
+                     'missing': ', '.join(report.missing),
+                     'mixins': ', '.join(report.mixins) or 'nothing'})
     elif report.state == DISABLED:
         LOG.info('nova-revert-lock: disabled by [revert_lock] enabled')
     else:

@@ -23,3 +23,7 @@ class ConfigurationError(RevertLockError):
 
 class NovaNotAvailable(RevertLockError):
     """Nova cannot be imported from this Python environment."""
+
+
+class ForeignTracker(RevertLockError):
+    """The compute manager built a tracker we must not compose over."""

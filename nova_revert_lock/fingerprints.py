@@ -29,6 +29,14 @@ The same normalization runs on two inputs:
 
 Both only use :mod:`tokenize`, so the result does not depend on the Python
 version that computes it (Train runs on 3.6, current Nova on 3.11).
+
+Tokenizing is most of the guard's cost at nova-compute's start, so live
+functions take a shortcut first: the SHA-256 of their exact source text
+(found from the code object's first line and the indentation, without
+tokenizing) is looked up in the survey's ``SOURCE_DIGESTS``, which maps
+the exact texts of surveyed releases to their fingerprints. Only a text
+the survey has not seen is tokenized. Each live function is fingerprinted
+once per process.
 """
 
 import ast
@@ -36,6 +44,8 @@ import hashlib
 import importlib
 import inspect
 import io
+import linecache
+import os
 import textwrap
 import tokenize
 
@@ -52,8 +62,24 @@ _FSTRING_PARTS = frozenset(
     if hasattr(tokenize, name))
 
 
+#: Modules whose decorators the guard looks through: Nova's own (their
+#: lines are part of the source fingerprinted, so a changed decorator is
+#: changed code) and oslo.concurrency's lock wrapper, which Nova's
+#: ``utils.synchronized`` is. Any other layer in a function's
+#: ``__wrapped__`` chain was put there by someone else at run time.
+KNOWN_WRAPPER_MODULES = ('nova', 'oslo_concurrency.lockutils')
+
+
 class SourceUnavailable(Exception):
     """The source of a live function cannot be read."""
+
+
+class UnknownWrapper(Exception):
+    """A live function is wrapped by a decorator the guard does not know.
+
+    Its fingerprint would be the wrapped function's, and a mixin replacing
+    it would drop the wrapper without a word.
+    """
 
 
 def normalize(source):
@@ -133,26 +159,139 @@ def resolve(ref):
     return obj
 
 
+def wrapper_name(func):
+    """``module.qualname`` of the code of a wrapper (not of what it wraps).
+
+    :func:`functools.wraps` copies the wrapped function's ``__module__``
+    and ``__qualname__`` onto the wrapper; the wrapper's own globals and
+    code object still tell where it was defined.
+    """
+    code = getattr(func, '__code__', None)
+    if code is None:
+        cls = type(func)
+        return '%s.%s' % (cls.__module__, cls.__qualname__)
+    module = getattr(func, '__globals__', {}).get('__name__', '?')
+    return '%s.%s' % (module, getattr(code, 'co_qualname', code.co_name))
+
+
+def _known_wrapper(func):
+    name = wrapper_name(func)
+    return any(name.startswith(module + '.')
+               for module in KNOWN_WRAPPER_MODULES)
+
+
+def unwrap(func):
+    """The function a live callable wraps, through known decorators only.
+
+    :raises UnknownWrapper: naming the first layer of the ``__wrapped__``
+        chain that is not a decorator of :data:`KNOWN_WRAPPER_MODULES`
+    """
+    func = getattr(func, '__func__', func)
+    seen = set()
+    while hasattr(func, '__wrapped__'):
+        if not _known_wrapper(func):
+            raise UnknownWrapper(
+                'wrapped at run time by %s, which is not a decorator the '
+                'guard knows (only those of %s are looked through)' % (
+                    wrapper_name(func), ' and '.join(KNOWN_WRAPPER_MODULES)))
+        if id(func) in seen:
+            raise UnknownWrapper('__wrapped__ chain loops at %s'
+                                 % wrapper_name(func))
+        seen.add(id(func))
+        func = func.__wrapped__
+    return func
+
+
 def live_source(func):
     """Source of a live function, decorators included.
 
-    Decorators that use :func:`functools.wraps` are looked through, so a
-    method decorated by ``utils.synchronized`` or ``wrap_exception`` gives
-    the source of the method as written, decorator lines included.
+    Decorators of Nova and oslo.concurrency that use
+    :func:`functools.wraps` are looked through, so a method decorated by
+    ``utils.synchronized`` or ``wrap_exception`` gives the source of the
+    method as written, decorator lines included.
 
     :raises SourceUnavailable: for objects without Python source (mocks,
         builtins, modules shipped without ``.py`` files).
+    :raises UnknownWrapper: if another decorator wraps it (:func:`unwrap`)
     """
-    func = getattr(func, '__func__', func)
+    func = unwrap(func)
     try:
-        return inspect.getsource(inspect.unwrap(func))
+        return inspect.getsource(func)
     except (TypeError, OSError, IOError) as e:
         raise SourceUnavailable(str(e))
 
 
+#: id(code object) -> (code object, fingerprint), for this process
+_LIVE = {}
+
+
 def live_fingerprint(ref):
-    """Fingerprint of the live function that ``ref`` names."""
-    return fingerprint(live_source(resolve(ref)))
+    """Fingerprint of the live function that ``ref`` names.
+
+    :raises ImportError, AttributeError, KeyError: no such function
+    :raises SourceUnavailable: no Python source to read
+    :raises UnknownWrapper: wrapped by a decorator the guard does not know
+    """
+    func = unwrap(resolve(ref))
+    code = getattr(func, '__code__', None)
+    if code is None:
+        return fingerprint(live_source(func))
+    hit = _LIVE.get(id(code))
+    if hit is not None and hit[0] is code:
+        return hit[1]
+    digest = None
+    text = quick_source(func)
+    if text is not None:
+        known = getattr(fingerprint_table, 'SOURCE_DIGESTS', {}).get(ref, {})
+        digest = known.get(source_digest(text))
+    if digest is None:
+        digest = fingerprint(live_source(func))
+    _LIVE[id(code)] = (code, digest)
+    return digest
+
+
+def source_digest(text):
+    """SHA-256 of a function's exact source text (the survey's shortcut)."""
+    return hashlib.sha256(text.encode('utf-8')).hexdigest()
+
+
+def _indent(line):
+    return len(line) - len(line.lstrip())
+
+
+def quick_source(func):
+    """The source text of a plain function, found without tokenizing.
+
+    From the code object's first line (its first decorator) to the last
+    line of code before a line indented no deeper than the ``def``,
+    trailing blank and comment lines left out: the text the survey takes
+    (:func:`sources_in_source`) for any function laid out as Nova's are.
+    A function laid out otherwise gives a text the survey has not seen,
+    which only costs the tokenizing path.
+
+    :returns: str, or None if the lines cannot be read
+    """
+    code = func.__code__
+    lines = linecache.getlines(code.co_filename,
+                               getattr(func, '__globals__', None))
+    first = code.co_firstlineno - 1
+    if not 0 <= first < len(lines):
+        return None
+    indent = _indent(lines[first])
+    seen_def = False
+    last = first
+    for number in range(first, len(lines)):
+        line = lines[number]
+        stripped = line.strip()
+        if not stripped or stripped.startswith('#'):
+            continue
+        is_def = stripped.startswith(('def ', 'async def '))
+        if number > first and _indent(line) <= indent and (
+                seen_def or not (is_def or stripped.startswith('@'))):
+            break
+        seen_def = seen_def or is_def
+        last = number
+    return ''.join(lines[first:last + 1])
 
 
 def fingerprints_in_source(source, refs):
@@ -164,6 +303,20 @@ def fingerprints_in_source(source, refs):
     :param source: the module's source text
     :param refs: iterable of ``'Class.method'`` paths within that module
     :returns: dict mapping each path found to its fingerprint
+    """
+    return {path: fingerprint(text)
+            for path, text in sources_in_source(source, refs).items()}
+
+
+def sources_in_source(source, refs):
+    """The exact source text of functions found in a module's source.
+
+    From the first decorator (or ``def``) line to the last line of the
+    function, as :func:`quick_source` finds it on a live function.
+
+    :param source: the module's source text
+    :param refs: iterable of ``'Class.method'`` paths within that module
+    :returns: dict mapping each path found to its text
     """
     tree = ast.parse(source)
     lines = source.splitlines(True)
@@ -181,7 +334,7 @@ def fingerprints_in_source(source, refs):
             first = min([node.lineno] +
                         [d.lineno for d in node.decorator_list])
             end = _node_end(node, lines, first)
-            found[path] = fingerprint(''.join(lines[first - 1:end]))
+            found[path] = ''.join(lines[first - 1:end])
     return found
 
 
@@ -250,16 +403,41 @@ def check(ref, table=None):
         return FunctionCheck(ref, error='not found in the installed Nova')
     except SourceUnavailable as e:
         return FunctionCheck(ref, error='source unavailable (%s)' % e)
+    except UnknownWrapper as e:
+        return FunctionCheck(ref, error=str(e))
     known = table.get(ref, {}).get(digest, ())
     return FunctionCheck(ref, digest, known)
 
 
 def release_key(release):
-    """Sort key for Nova release strings such as ``'21.1.0'``."""
+    """Sort key for Nova release strings such as ``'21.1.0'``.
+
+    A label with a local part (``'20.6.1+patches'``: that release with
+    this project's patch series applied) sorts right after its release.
+    """
+    version, _, local = release.partition('+')
     parts = []
-    for part in release.split('.'):
+    for part in version.split('.'):
         parts.append(int(part) if part.isdigit() else -1)
-    return parts
+    return parts + ([1] if local else [])
+
+
+def patch_series_digest(directory):
+    """SHA-256 of a patch series: its ``series`` file and each patch in it.
+
+    The fingerprint table records it for every patched build it surveyed,
+    so that a change to ``patches/`` without a new survey is noticed.
+    """
+    digest = hashlib.sha256()
+    with open(os.path.join(directory, 'series'), 'rb') as f:
+        series = f.read()
+    digest.update(series)
+    for line in series.decode('utf-8').splitlines():
+        name = line.strip()
+        if name and not name.startswith('#'):
+            with open(os.path.join(directory, name), 'rb') as f:
+                digest.update(name.encode('utf-8') + b'\0' + f.read())
+    return digest.hexdigest()
 
 
 def sorted_releases(releases):

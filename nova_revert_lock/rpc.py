@@ -31,7 +31,6 @@ import uuid
 
 from oslo_context import context as oslo_context
 import oslo_messaging as messaging
-from oslo_messaging import opts as om_opts
 
 from nova_revert_lock import stats
 
@@ -60,7 +59,9 @@ def status_of(manager):
 
     :param manager: the compute manager serving the endpoint
     :returns: dict with ``host``, ``rpc_version``, ``nova_version``,
-        ``series``, ``state``, ``mixins``, ``activated_at`` (ISO 8601 UTC
+        ``series``, ``state``, ``mixins``, ``missing`` (the bug 1879878
+        fixes configured out on a Nova that needs them: state
+        ``incomplete``), ``activated_at`` (ISO 8601 UTC
         or None) and the counters of :func:`nova_revert_lock.stats.snapshot`
         (critical sections entered, longest lock hold in ms, errors), all
         JSON-safe
@@ -76,6 +77,7 @@ def status_of(manager):
         'series': 'unknown',
         'state': 'unknown',
         'mixins': [],
+        'missing': [],
         'activated_at': None,
     }
     if report is not None:
@@ -84,6 +86,7 @@ def status_of(manager):
             'series': report.series,
             'state': str(report.state),
             'mixins': list(report.mixins),
+            'missing': list(getattr(report, 'missing', ())),
             'activated_at': getattr(report, 'activated_at', None),
         })
     status.update(stats.snapshot())
@@ -155,6 +158,10 @@ def get_transport(conf, url=None):
     # [DEFAULT] control_exchange says otherwise; nova.rpc makes the same
     # call before creating any transport.
     messaging.set_transport_defaults(control_exchange=NOVA_EXCHANGE)
+    # NOTE: imported here, not with the module: it imports every driver
+    # (kombu, amqp...), which only the client needs; nova-compute imports
+    # this module at start, for the endpoint, and loads its own driver.
+    from oslo_messaging import opts as om_opts
     # NOTE: newer oslo.messaging releases register some groups (e.g.
     # [oslo_messaging_metrics], read by every RPC client) on the global
     # CONF only; register every group it lists on the ConfigOpts we use.

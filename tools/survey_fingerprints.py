@@ -19,14 +19,22 @@ replace or rely on, exactly as the guard does on live code, and prints the
 table: one row per function and distinct code, with the releases that ship
 it. With ``--write`` it regenerates ``nova_revert_lock/fingerprint_table.py``.
 
-Needs Python 3.8+ and network access to the package index; it never
-imports Nova::
+``--patched SERIES`` also surveys the release that ``patches/SERIES``
+targets with that series applied (what a packager builds), under the
+label ``<release>+patches``; the table records the digest of the series
+it surveyed (``SURVEYED_PATCHES``), and a unit test fails when
+``patches/`` changes without a new survey.
 
-    tools/survey_fingerprints.py 20.0.0-20.6.1 21.0.0-21.1.2 --write
+Needs Python 3.8+, ``patch`` for ``--patched``, and network access to the
+package index; it never imports Nova::
+
+    tools/survey_fingerprints.py 20.0.0-20.6.1 21.0.0-21.1.2 \\
+        --patched train --patched ussuri --write
 """
 
 import argparse
 import collections
+import hashlib
 import os
 import subprocess
 import sys
@@ -42,6 +50,9 @@ from nova_revert_lock import releases as nova_releases  # noqa: E402
 
 TABLE_PATH = os.path.join(os.path.dirname(__file__), os.pardir,
                           'nova_revert_lock', 'fingerprint_table.py')
+PATCHES_DIR = os.path.join(os.path.dirname(__file__), os.pardir, 'patches')
+#: the label of a release with this project's patch series applied
+PATCHED_LABEL = '%s+patches'
 
 HEADER = '''\
 # Licensed under the Apache License, Version 2.0 (the "License"); you may
@@ -63,12 +74,25 @@ do not edit by hand. Regenerate it when a mixin names a new function or
 a new release is surveyed.
 
 ``FINGERPRINTS[ref][fingerprint]`` is the tuple of Nova releases whose
-``ref`` has exactly that normalized code.
+``ref`` has exactly that normalized code. A release labelled
+``<release>+patches`` is that release with ``patches/<series>`` applied;
+``SURVEYED_PATCHES`` maps each such label to its series and the digest of
+the series surveyed (``fingerprints.patch_series_digest``).
 """
 
 SURVEYED_RELEASES = %(releases)s
 
+SURVEYED_PATCHES = %(patches)s
+
 FINGERPRINTS = {
+'''
+
+
+SOURCE_DIGESTS_HEADER = '''
+#: ``SOURCE_DIGESTS[ref][source text digest]`` is the fingerprint of that
+#: exact text (``fingerprints.source_digest``): the guard's shortcut, which
+#: spares tokenizing a live function whose text a survey has seen.
+SOURCE_DIGESTS = {
 '''
 
 
@@ -94,6 +118,12 @@ def available_releases():
     raise SystemExit('cannot list Nova releases: %s' % out)
 
 
+def _wanted_files():
+    """{path in a source tree: module} of the modules we survey."""
+    modules = sorted({ref.split(':')[0] for ref in mixins.all_refs()})
+    return {m.replace('.', '/') + '.py': m for m in modules}
+
+
 def module_sources(release, workdir):
     """Return {module path: source text} for the modules we survey."""
     dest = os.path.join(workdir, release)
@@ -103,8 +133,7 @@ def module_sources(release, workdir):
          '--dest', dest, 'nova==%s' % release], check=True)
     (name,) = os.listdir(dest)
     path = os.path.join(dest, name)
-    modules = sorted({ref.split(':')[0] for ref in mixins.all_refs()})
-    wanted = {m.replace('.', '/') + '.py': m for m in modules}
+    wanted = _wanted_files()
     found = {}
     if name.endswith('.whl'):
         with zipfile.ZipFile(path) as archive:
@@ -121,22 +150,99 @@ def module_sources(release, workdir):
     return found
 
 
-def survey(releases):
+def series_target(series):
+    """(release, sdist sha256) from the "# target:" line of a series."""
+    with open(os.path.join(PATCHES_DIR, series, 'series')) as f:
+        for line in f:
+            if line.startswith('# target:'):
+                fields = dict(word.split('=', 1) for word in line.split()
+                              if '=' in word)
+                return fields['nova'].lstrip('='), fields['sha256']
+    raise SystemExit('patches/%s/series has no "# target:" line' % series)
+
+
+def patched_sources(series, workdir):
+    """{module path: source text} of the target release, series applied.
+
+    The sdist is checked against the series' sha256 and each patch must
+    apply without offset or fuzz, as tools/verify-patches requires.
+    """
+    release, sha256 = series_target(series)
+    dest = os.path.join(workdir, 'patched-%s' % series)
+    os.makedirs(dest)
+    subprocess.run(
+        [sys.executable, '-m', 'pip', 'download', '--quiet', '--no-deps',
+         '--no-binary', ':all:', '--dest', dest, 'nova==%s' % release],
+        check=True)
+    sdist = os.path.join(dest, 'nova-%s.tar.gz' % release)
+    with open(sdist, 'rb') as f:
+        if hashlib.sha256(f.read()).hexdigest() != sha256:
+            raise SystemExit('%s does not have the sha256 of patches/%s'
+                             % (sdist, series))
+    with tarfile.open(sdist) as archive:
+        archive.extractall(dest)
+    tree = os.path.join(dest, 'nova-%s' % release)
+    directory = os.path.join(PATCHES_DIR, series)
+    with open(os.path.join(directory, 'series')) as f:
+        names = [n.strip() for n in f
+                 if n.strip() and not n.startswith('#')]
+    for name in names:
+        with open(os.path.join(directory, name)) as patch:
+            out = subprocess.run(
+                ['patch', '-d', tree, '-p1', '--fuzz=0', '--batch',
+                 '--forward', '--no-backup-if-mismatch'], stdin=patch,
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                universal_newlines=True)
+        if out.returncode or 'offset' in out.stdout.lower() or (
+                'fuzz' in out.stdout.lower()):
+            raise SystemExit('patches/%s/%s does not apply cleanly:\n%s'
+                             % (series, name, out.stdout))
+    found = {}
+    for path, module in _wanted_files().items():
+        if os.path.exists(os.path.join(tree, path)):
+            with open(os.path.join(tree, path)) as f:
+                found[module] = f.read()
+    return PATCHED_LABEL % release, found
+
+
+def survey(releases, patched=()):
+    """Survey releases, then patched builds.
+
+    :returns: (table, {label: (series, patch series digest)},
+        {ref: {source text digest: fingerprint}})
+    """
     table = collections.defaultdict(lambda: collections.defaultdict(list))
     by_module = collections.defaultdict(list)
     for ref in mixins.all_refs():
         module, path = ref.split(':')
         by_module[module].append(path)
+    surveyed_patches = {}
+    texts = collections.defaultdict(dict)
+
+    def _add(label, sources):
+        for module, paths in sorted(by_module.items()):
+            found = fingerprints.sources_in_source(
+                sources.get(module, ''), paths)
+            for path, text in found.items():
+                ref = '%s:%s' % (module, path)
+                digest = fingerprints.fingerprint(text)
+                table[ref][digest].append(label)
+                texts[ref][fingerprints.source_digest(text)] = digest
+        print('surveyed nova %s' % label, file=sys.stderr)
+
     with tempfile.TemporaryDirectory() as workdir:
         for release in releases:
-            sources = module_sources(release, workdir)
-            for module, paths in sorted(by_module.items()):
-                found = fingerprints.fingerprints_in_source(
-                    sources.get(module, ''), paths)
-                for path, digest in found.items():
-                    table['%s:%s' % (module, path)][digest].append(release)
-            print('surveyed nova %s' % release, file=sys.stderr)
-    return table
+            _add(release, module_sources(release, workdir))
+        for series in patched:
+            label, sources = patched_sources(series, workdir)
+            _add(label, sources)
+            surveyed_patches[label] = (
+                series, fingerprints.patch_series_digest(
+                    os.path.join(PATCHES_DIR, series)))
+    for digests in table.values():
+        for digest, labels in digests.items():
+            digests[digest] = fingerprints.sorted_releases(labels)
+    return table, surveyed_patches, texts
 
 
 def print_table(table):
@@ -151,9 +257,10 @@ def print_table(table):
                 ', '.join(releases)))
 
 
-def write_table(table, releases, args):
+def write_table(table, releases, patches, texts, args):
     lines = [HEADER % {'args': ' '.join(args),
-                       'releases': _block_tuple(releases)}]
+                       'releases': _block_tuple(releases),
+                       'patches': _patches_dict(patches)}]
     for ref in sorted(table):
         lines.append('    %r: {\n' % ref)
         for digest, rels in sorted(
@@ -163,8 +270,28 @@ def write_table(table, releases, args):
             lines.append('            %s,\n' % _wrap_tuple(rels))
         lines.append('    },\n')
     lines.append('}\n')
+    lines.append(SOURCE_DIGESTS_HEADER)
+    for ref in sorted(texts):
+        lines.append('    %r: {\n' % ref)
+        for text_digest, digest in sorted(texts[ref].items()):
+            lines.append('        %r:\n' % text_digest)
+            lines.append('            %r,\n' % digest)
+        lines.append('    },\n')
+    lines.append('}\n')
     with open(TABLE_PATH, 'w') as f:
         f.write(''.join(lines))
+
+
+def _patches_dict(patches):
+    if not patches:
+        return '{}'
+    out = ['{']
+    for label in fingerprints.sorted_releases(patches):
+        series, digest = patches[label]
+        out.append('    %r: (\n        %r,\n        %r),'
+                   % (label, series, digest))
+    out.append('}')
+    return '\n'.join(out)
 
 
 def _block_tuple(items):
@@ -199,6 +326,11 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('releases', nargs='+',
                         help='Nova releases or closed ranges (20.0.0-20.6.1)')
+    parser.add_argument('--patched', action='append', default=[],
+                        metavar='SERIES',
+                        help='also survey the release patches/SERIES '
+                             'targets with that series applied '
+                             '(repeatable)')
     parser.add_argument('--write', action='store_true',
                         help='regenerate '
                              'nova_revert_lock/fingerprint_table.py')
@@ -208,10 +340,11 @@ def main(argv=None):
     for spec in args.releases:
         releases.extend(r for r in expand(spec, available)
                         if r not in releases)
-    table = survey(releases)
+    table, patches, texts = survey(releases, args.patched)
     print_table(table)
     if args.write:
-        write_table(table, releases, args.releases + ['--write'])
+        write_table(table, releases, patches, texts, args.releases + [
+            '--patched %s' % s for s in args.patched] + ['--write'])
     return 0
 
 

@@ -19,7 +19,8 @@ each mixin and each fingerprint.
 ``nova-revert-lock status`` asks running nova-computes over RPC
 (:mod:`nova_revert_lock.cmd.status`).
 
-Exit codes: 0 patched or already-fixed; 1 refused, disabled, or Nova not
+Exit codes: 0 patched or already-fixed; 1 incomplete (a fix for bug
+1879878 that applies is configured out), refused, disabled, or Nova not
 importable; 2 bad usage or configuration.
 """
 
@@ -69,6 +70,10 @@ def format_check_table(report):
     if report.not_applicable:
         lines.append('Not applicable to this Nova: %s'
                      % ', '.join(report.not_applicable))
+    if report.missing:
+        lines.append('MISSING:   %s (this Nova has the code they fix; '
+                     'not in [revert_lock] mixins)'
+                     % ', '.join(report.missing))
     width = max([50] + [len(_short(f.ref)) for c in report.checks
                         for f in c.functions])
     for check in report.checks:
@@ -92,6 +97,9 @@ def format_check_table(report):
                 width, _short(function.ref),
                 (function.fingerprint or '-')[:12], result))
     lines.append('')
+    if report.missing:
+        lines.append('NOT PROTECTED against bug 1879878: add %s to '
+                     '[revert_lock] mixins.' % ', '.join(report.missing))
     if report.warnings:
         lines.append('Warnings:')
         lines.extend('  - %s' % w for w in report.warnings)

@@ -22,8 +22,10 @@ database, and asks each host on its cell's transport URL.
 
 One row per host: reachable or not, state, Nova release, mixins and the
 counters since nova-compute started. Exit codes: 0 every host reports
-``patched`` or ``already-fixed``; 1 any other answer, no answer, or no
-host found; 2 bad usage or unusable configuration.
+``patched`` or ``already-fixed``; 1 any other answer (``incomplete``: a
+fix for bug 1879878 that the host's Nova needs is configured out; the
+note names it), no answer, or no host found; 2 bad usage or unusable
+configuration.
 """
 
 import json
@@ -52,7 +54,7 @@ QUIET_LOGGERS = MESSAGING_LOGGERS + ('kombu', 'amqp', 'oslo_db',
 ROW_KEYS = ('host', 'cell', 'reachable', 'state', 'nova_version', 'series',
             'mixins', 'activated_at', 'critical_sections', 'max_lock_hold_ms',
             'critical_section_errors', 'error')
-_EXTRA_KEYS = ('rpc_version', 'critical_sections_by_kind')
+_EXTRA_KEYS = ('rpc_version', 'missing', 'critical_sections_by_kind')
 
 
 class UsageError(Exception):
@@ -91,6 +93,8 @@ def row_from_status(target, status):
             row[key] = status[key]
     if row['state'] not in PROTECTED:
         row['error'] = 'not protected: state %s' % row['state']
+        if row.get('missing'):
+            row['error'] += ' (missing %s)' % ', '.join(row['missing'])
     return row
 
 

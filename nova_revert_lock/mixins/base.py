@@ -55,6 +55,7 @@ class MixinCheck(object):
     :ivar outcome: :data:`MATCH`, :data:`FIXED_UPSTREAM` or :data:`UNKNOWN`
     :ivar family: the series whose implementation applies (on MATCH)
     :ivar releases: releases whose code matches every function checked
+        (empty on a MATCH decided by series: see :meth:`MixinSpec.check`)
     :ivar functions: list of :class:`~.fingerprints.FunctionCheck`
     :ivar problems: human-readable reasons for UNKNOWN
     :ivar note: one line explaining the outcome (NOT_APPLICABLE), or None
@@ -130,7 +131,14 @@ class MixinSpec(object):
         return None
 
     def check(self, table=None):
-        """Check the live Nova; return a :class:`MixinCheck`."""
+        """Check the live Nova; return a :class:`MixinCheck`.
+
+        The mixin matches when every function it replaces or relies on is
+        known and either one release has all of them, in a series with an
+        implementation, or (a build mixing releases of one series, such as
+        a Nova built with the patch series) every function is known in the
+        same single series that has an implementation.
+        """
         absent = self._not_applicable()
         if absent is not None:
             return absent
@@ -143,21 +151,34 @@ class MixinSpec(object):
         if fixed:
             return MixinCheck(self.name, FIXED_UPSTREAM, functions)
         problems = [f.describe() for f in functions if not f.known]
-        common = None
-        for f in functions:
-            common = f.releases if common is None else common & f.releases
-        common = common or frozenset()
-        families = {releases.series_of(r) for r in common}
-        families &= set(self.implementations)
-        if problems or len(families) != 1:
-            if not problems:
-                problems = ['%s: the functions match no single known '
-                            'release (%s)' % (self.name, '; '.join(
-                                f.describe() for f in functions))]
+        if problems:
             return MixinCheck(self.name, UNKNOWN, functions,
                               problems=problems)
+        common = frozenset.intersection(*[f.releases for f in functions])
+        families = {releases.series_of(r) for r in common}
+        families &= set(self.implementations)
+        note = None
+        if not common:
+            # NOTE: no single release has all of this code: a build that
+            # took some functions from a later release of the series (a
+            # distribution's backport, this project's patch series). Each
+            # function is code an implementation was checked against, so
+            # the series decides when every function is known in one and
+            # the same series and that series has an implementation.
+            families = frozenset.intersection(*[
+                frozenset(releases.series_of(r) for r in f.releases)
+                for f in functions]) & set(self.implementations)
+            if len(families) == 1:
+                note = ('no single release has all of this code; every '
+                        'function is known in %s' % min(families))
+        if len(families) != 1:
+            return MixinCheck(self.name, UNKNOWN, functions, problems=[
+                '%s: the functions match no single known release or '
+                'series (%s)' % (self.name, '; '.join(
+                    f.describe() for f in functions))])
+        (family,) = families
         return MixinCheck(self.name, MATCH, functions,
-                          family=families.pop(), releases=common)
+                          family=family, releases=common, note=note)
 
     def implementation(self, family):
         return self.implementations[family]

@@ -39,6 +39,20 @@ from nova_revert_lock import stats
 LOG = logging.getLogger(__name__)
 
 
+def _section_kind(migration):
+    """The stats kind of a confirm: same-cell or cross-cell.
+
+    The same locked helper serves both (upstream's design); the counters
+    keep them apart so that an operator can tell which path ran.
+    """
+    # NOTE: Migration.cross_cell_move came with object version 1.6 (Train);
+    # a record loaded without it is a same-cell move.
+    if (migration.obj_attr_is_set('cross_cell_move') and
+            migration.cross_cell_move):
+        return 'cross_cell_confirm'
+    return 'confirm'
+
+
 class SourceClaimDropTracker(object):
     """Tracker side: drop the source claim as one critical section."""
 
@@ -52,7 +66,7 @@ class SourceClaimDropTracker(object):
         :param migration: its Migration record, status ``confirming`` or
             ``finished``; set to ``confirmed`` here
         """
-        with stats.critical_section('confirm'):
+        with stats.critical_section(_section_kind(migration)):
             migration.status = 'confirmed'
             migration.save()
             self._drop_move_claim(

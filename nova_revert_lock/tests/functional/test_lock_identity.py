@@ -74,8 +74,14 @@ class OtherKindOfLockRaceTest(base.ExtensionFixtureMixin, base.RaceMixin,
         CONF.set_override('mixins', RACED_MIXINS, group='revert_lock')
         self.addCleanup(CONF.clear_override, 'mixins', group='revert_lock')
         super(OtherKindOfLockRaceTest, self).setUp()
-        self.assertEqual(activation.PATCHED, self.activation_report.state,
-                         self.activation_report.problems)
+        # NOTE: where Nova has cross-cell resize, its fixes are left out
+        # too: composed, but reported incomplete.
+        self.assertIn(self.activation_report.state,
+                      (activation.PATCHED, activation.INCOMPLETE),
+                      self.activation_report.problems)
+        self.assertLessEqual(
+            set(self.activation_report.missing),
+            {'cross_cell_confirm', 'cross_cell_revert'})
         self.assertEqual(RACED_MIXINS, self.activation_report.mixins)
         self.assertEqual(self.wrong_lock.describe(),
                          self.activation_report.lock)

@@ -61,6 +61,11 @@ _PROBE = textwrap.dedent('''
         fingerprint_table.FINGERPRINTS.clear()
         confirm.SPEC.fixed_upstream = lambda: False
         revert.SPEC.fixed_upstream = lambda: False
+    elif pretend == 'extra-unknown':
+        # A distribution changed a function only source_window relies on.
+        del fingerprint_table.FINGERPRINTS[
+            'nova.compute.resource_tracker:ResourceTracker.'
+            '_pair_instances_to_migrations']
     elif pretend == 'fixed':
         # Every bug-1879878 mixin sees upstream's fix (cross-cell ones
         # only exist from Ussuri on).
@@ -184,6 +189,21 @@ class WrapperRefusalTest(base.BaseTestCase):
             result = self._run('as-is', text)
             self._assert_not_started(result, 2)
             self.assertIn(word, result['stderr'])
+
+    def test_unknown_extra_starts_with_the_fix(self):
+        """source_window's unknown code never stops the 1879878 fix."""
+        if self.installed != activation.PATCHED:
+            self.skipTest('the installed Nova is not an affected release')
+        result = self._run('extra-unknown',
+                           '[revert_lock]\non_unknown_code = fail\n')
+        self.assertEqual(0, result['code'], result['stderr'])
+        self.assertEqual(activation.MANAGER_PATH,
+                         result['started']['manager'])
+        mro = result['started']['mro']
+        self.assertNotIn('SourceWindowMixin', mro)
+        self.assertIn('ConfirmUnderLockMixin', mro)
+        self.assertIn('source_window not applied', result['stdout'])
+        self.assertIn('_pair_instances_to_migrations', result['stdout'])
 
     def test_patched_starts_composed_manager(self):
         """The contrast: the same probe sees the composed manager."""

@@ -17,9 +17,11 @@ the fingerprint table or Nova's importability are replaced where a test
 needs a Nova we do not have.
 """
 
+import functools
 import sys
 from unittest import mock
 
+import fixtures
 from oslo_config import cfg
 from oslo_config import fixture as config_fixture
 from oslotest import base
@@ -28,6 +30,7 @@ from nova_revert_lock import activation
 from nova_revert_lock import conf as nrl_conf
 from nova_revert_lock import exception
 from nova_revert_lock import fingerprint_table
+from nova_revert_lock import locking
 from nova_revert_lock import mixins
 
 
@@ -184,3 +187,147 @@ class ActivationTestCase(base.BaseTestCase):
                                   activation.activate, self.conf)
         self.assertIn('same Python environment', str(e))
         self._managers_unchanged()
+
+
+class WrappedFunctionTestCase(base.BaseTestCase):
+    """A checked function wrapped at run time by a decorator we do not know.
+
+    Such a function fingerprints as the function it wraps; a mixin that
+    replaced it would drop the wrapper silently. The guard names the
+    wrapper instead: a fix for bug 1879878 is refused, an extra is left
+    out with a warning.
+    """
+
+    def setUp(self):
+        super(WrappedFunctionTestCase, self).setUp()
+        self.conf = self.useFixture(config_fixture.Config(
+            cfg.ConfigOpts())).conf
+        nrl_conf.register_opts(self.conf)
+        self.installed = activation.evaluate(self.conf).state
+
+    def _wrap(self, cls, name):
+        original = cls.__dict__[name]
+
+        @functools.wraps(original)
+        def vendor_trace(*args, **kwargs):
+            return original(*args, **kwargs)
+
+        self.useFixture(fixtures.MockPatchObject(cls, name, vendor_trace))
+
+    def test_extra_left_out_naming_the_wrapper(self):
+        from nova.compute import resource_tracker
+        self._wrap(resource_tracker.ResourceTracker,
+                   '_pair_instances_to_migrations')
+        report = activation.evaluate(self.conf)
+        self.assertEqual(self.installed, report.state)
+        self.assertNotIn('source_window', report.mixins)
+        self.assertEqual(['source_window'], report.not_applied)
+        (warning,) = report.warnings
+        self.assertIn('source_window not applied', warning)
+        self.assertIn('_pair_instances_to_migrations', warning)
+        self.assertIn('wrapped at run time by %s.' % __name__, warning)
+        self.assertIn('vendor_trace', warning)
+
+    def test_core_fix_refused_naming_the_wrapper(self):
+        if self.installed != activation.PATCHED:
+            self.skipTest('installed Nova is not an affected release')
+        from nova.compute import manager
+        self._wrap(manager.ComputeManager, 'revert_resize')
+        report = activation.evaluate(self.conf)
+        self.assertEqual(activation.REFUSED, report.state)
+        self.assertIsNone(report.manager)
+        text = '\n'.join(report.problems)
+        self.assertIn('ComputeManager.revert_resize: wrapped at run time '
+                      'by %s.' % __name__, text)
+        self.assertIn('vendor_trace', text)
+
+
+class ForeignTrackerTestCase(base.BaseTestCase):
+    """A manager that builds its own ResourceTracker subclass.
+
+    The composed tracker must be a subclass of that very class (its
+    overrides kept), or the manager must refuse to start naming it; never
+    the stock tracker in its place.
+    """
+
+    def setUp(self):
+        super(ForeignTrackerTestCase, self).setUp()
+        from nova.compute import resource_tracker
+        self.stock = resource_tracker.ResourceTracker
+        conf = self.useFixture(config_fixture.Config(
+            cfg.ConfigOpts())).conf
+        nrl_conf.register_opts(conf)
+        report = activation.evaluate(conf)
+        if report.manager is None:
+            self.skipTest('nothing is composed on this Nova')
+        specs, _failures = activation._load_specs(report.mixins)
+        checks = {c.name: c for c in report.checks}
+        self.applied = [(s, checks[s.name]) for s in specs]
+        self.lock = locking.tracker_lock(mixins.LOCK_REFS)
+
+    def _manager(self, tracker_cls):
+        """A composed manager whose base builds a ``tracker_cls``."""
+
+        class VendorManager(object):
+            def __init__(self, host):
+                self.host = host
+                self.additional_endpoints = []
+                # NOTE: the constructor's arguments vary by release; the
+                # swap does not depend on them.
+                self.rt = tracker_cls.__new__(tracker_cls)
+
+        return activation.compose(VendorManager, self.applied, self.lock)
+
+    def test_stock_tracker(self):
+        manager_cls = self._manager(self.stock)
+        manager = manager_cls('host1')
+        self.assertIs(manager_cls._nrl_tracker_class, type(manager.rt))
+
+    def test_vendor_tracker_is_composed_over(self):
+        class VendorTracker(self.stock):
+            def vendor_audit(self):
+                return 'vendor'
+
+        manager_cls = self._manager(VendorTracker)
+        manager = manager_cls('host1')
+        tracker_cls = type(manager.rt)
+        self.assertTrue(issubclass(tracker_cls, VendorTracker))
+        self.assertEqual('RevertLockVendorTracker', tracker_cls.__name__)
+        self.assertEqual('vendor', manager.rt.vendor_audit())
+        stock_composed = manager_cls._nrl_tracker_class
+        for name in vars(stock_composed):
+            if not name.startswith('__'):
+                self.assertIs(vars(stock_composed)[name],
+                              vars(tracker_cls)[name], name)
+        # one class per tracker class
+        self.assertIs(tracker_cls, type(manager_cls('host2').rt))
+
+    def test_vendor_override_is_refused(self):
+        class VendorTracker(self.stock):
+            def _update_usage_from_migrations(self, *args, **kwargs):
+                pass
+
+        manager_cls = self._manager(VendorTracker)
+        e = self.assertRaises(exception.ForeignTracker, manager_cls, 'host1')
+        self.assertIn('%s.%s' % (__name__, VendorTracker.__qualname__),
+                      str(e))
+        self.assertIn('overrides ResourceTracker.'
+                      '_update_usage_from_migrations', str(e))
+        self.assertIn('[revert_lock] enabled = false', str(e))
+
+    def test_vendor_lock_override_is_refused(self):
+        class VendorTracker(self.stock):
+            def drop_move_claim(self, *args, **kwargs):
+                pass
+
+        e = self.assertRaises(exception.ForeignTracker,
+                              self._manager(VendorTracker), 'host1')
+        self.assertIn('ResourceTracker.drop_move_claim', str(e))
+
+    def test_not_a_resource_tracker(self):
+        class Other(object):
+            pass
+
+        e = self.assertRaises(exception.ForeignTracker,
+                              self._manager(Other), 'host1')
+        self.assertIn('not a ResourceTracker', str(e))

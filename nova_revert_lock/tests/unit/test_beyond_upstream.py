@@ -17,6 +17,8 @@ expectations depend on whether it carries upstream's fix for bug 1879878
 (21.1.1+, 31.x) or not (20.x, 21.0.0-21.1.0).
 """
 
+import sys
+
 import fixtures
 from oslo_config import cfg
 from oslotest import base as test_base
@@ -44,17 +46,14 @@ def nova_has_upstream_fix():
 
 class BeyondUpstreamActivationTest(test_base.BaseTestCase):
 
-    def _evaluate(self, mixins=None):
+    def _evaluate(self, mixins=None, on_unknown_code=None):
         conf = cfg.ConfigOpts()
         nrl_conf.register_opts(conf)
         conf([], project='nova', default_config_files=[])
-        if mixins is not None:
-            # NOTE: the option group object is module-level and shallow
-            # copied by each ConfigOpts, so overrides are seen by every
-            # ConfigOpts: clear them after the test.
-            conf.set_override('mixins', mixins, group='revert_lock')
-            self.addCleanup(conf.clear_override, 'mixins',
-                            group='revert_lock')
+        for name, value in (('mixins', mixins),
+                            ('on_unknown_code', on_unknown_code)):
+            if value is not None:
+                conf.set_override(name, value, group='revert_lock')
         return activation.evaluate(conf)
 
     def _forget_pairing_fingerprints(self):
@@ -103,7 +102,14 @@ class BeyondUpstreamActivationTest(test_base.BaseTestCase):
             self.assertEqual(CORE, report.standing_aside)
             self.assertIsNone(report.manager)
         else:
-            self.assertEqual(activation.PATCHED, report.state)
+            # The cross-cell fixes are missing where Nova has cross-cell
+            # resize (Ussuri): not protected.
+            missing = [m for m in _fixed_here(self._evaluate())
+                       if m not in CORE]
+            self.assertEqual(missing, report.missing)
+            self.assertEqual(
+                activation.INCOMPLETE if missing else activation.PATCHED,
+                report.state)
             self.assertEqual(CORE, report.mixins)
 
     def test_unknown_code_on_fixed_nova_warns_and_stands_back(self):
@@ -120,15 +126,93 @@ class BeyondUpstreamActivationTest(test_base.BaseTestCase):
         self.assertIn('source_window not applied', report.warnings[0])
         self.assertIn('_pair_instances_to_migrations', report.warnings[0])
 
-    def test_unknown_code_on_affected_nova_refuses(self):
+    def test_unknown_code_on_affected_nova_keeps_the_fix(self):
+        # NOTE: source_window must never cost a host the 1879878 fix: it
+        # is left out with a warning, as on a fixed Nova, whatever
+        # on_unknown_code says.
         if nova_has_upstream_fix():
             self.skipTest('the installed Nova carries upstream fix')
         self._forget_pairing_fingerprints()
-        report = self._evaluate()
+        for choice in ('fail', 'warn'):
+            report = self._evaluate(on_unknown_code=choice)
+            self.assertEqual(activation.PATCHED, report.state)
+            self.assertEqual([], report.problems)
+            self.assertEqual(_fixed_here(report), report.mixins)
+            self.assertEqual(['source_window'], report.not_applied)
+            self.assertEqual([], report.missing)
+            self.assertEqual(1, len(report.warnings), report.warnings)
+            self.assertIn('source_window not applied', report.warnings[0])
+            self.assertIn('_pair_instances_to_migrations',
+                          report.warnings[0])
+            self.assertFalse(issubclass(report.manager,
+                                        source_window.SourceWindowMixin))
+            self.assertTrue(issubclass(report.manager,
+                                       confirm.ConfirmUnderLockMixin))
+            table = manage.format_check_table(report)
+            self.assertIn('State:     patched', table)
+            self.assertIn('Not applied: source_window', table)
+            self.assertIn('Warnings:\n  - source_window not applied', table)
+
+    def test_overriding_manager_leaves_the_extra_out(self):
+        if nova_has_upstream_fix():
+            self.skipTest('the installed Nova carries upstream fix')
+        from nova.compute import manager
+        from nova import service
+
+        class Vendor(manager.ComputeManager):
+            # relied on by source_window only
+            def finish_revert_resize(self, *args, **kwargs):
+                pass
+
+        module = sys.modules[__name__]
+        module.Vendor = Vendor
+        self.addCleanup(delattr, module, 'Vendor')
+        self.useFixture(fixtures.MockPatchObject(
+            service, 'SERVICE_MANAGERS',
+            dict(service.SERVICE_MANAGERS,
+                 **{'nova-compute': __name__ + '.Vendor'})))
+        report = self._evaluate(['revert', 'source_window'])
+        # revert relies on finish_revert_resize too: refused, named once
         self.assertEqual(activation.REFUSED, report.state)
-        self.assertIsNone(report.manager)
-        self.assertIn('_pair_instances_to_migrations',
-                      '; '.join(report.problems))
+        self.assertEqual(['Vendor overrides finish_revert_resize'],
+                         report.problems)
+        report = self._evaluate(['confirm', 'source_window'])
+        self.assertEqual(activation.INCOMPLETE, report.state)
+        self.assertEqual(['confirm'], report.mixins)
+        self.assertEqual(
+            ['source_window not applied: Vendor overrides '
+             'finish_revert_resize'], report.warnings)
+
+    def test_core_fixes_configured_out_on_affected_nova(self):
+        if nova_has_upstream_fix():
+            self.skipTest('the installed Nova carries upstream fix')
+        report = self._evaluate(['source_window'])
+        report_all = self._evaluate()
+        expected = [m for m in report_all.mixins if m != 'source_window']
+        self.assertEqual(activation.INCOMPLETE, report.state)
+        self.assertEqual(expected, report.missing)
+        self.assertEqual(['source_window'], report.mixins)
+        self.assertEqual([], report.problems)
+        self.assertIsNotNone(report.manager)
+        self.assertEqual(expected, report.to_dict()['missing'])
+        table = manage.format_check_table(report)
+        self.assertIn('State:     incomplete', table)
+        self.assertIn('MISSING:   %s' % ', '.join(expected), table)
+        self.assertIn('NOT PROTECTED against bug 1879878', table)
+
+        report = self._evaluate(['confirm', 'source_window'])
+        self.assertEqual(activation.INCOMPLETE, report.state)
+        self.assertEqual([m for m in expected if m != 'confirm'],
+                         report.missing)
+        self.assertEqual(['confirm', 'source_window'], report.mixins)
+
+    def test_core_fixes_configured_out_on_fixed_nova(self):
+        if not nova_has_upstream_fix():
+            self.skipTest('the installed Nova lacks upstream fix')
+        report = self._evaluate(['source_window'])
+        self.assertEqual(activation.ALREADY_FIXED, report.state)
+        self.assertEqual([], report.missing)
+        self.assertEqual(['source_window'], report.mixins)
 
     def test_activate_registers_on_fixed_nova(self):
         from nova import service

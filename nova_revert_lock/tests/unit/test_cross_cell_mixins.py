@@ -10,8 +10,11 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""The cross-cell mixins' specs, and composing mixins that share a tracker.
+"""The cross-cell mixins' specs, composing mixins that share a tracker,
+and the counters that keep same-cell and cross-cell confirms apart.
 """
+
+from unittest import mock
 
 import testtools
 
@@ -24,6 +27,7 @@ from nova_revert_lock.mixins import confirm
 from nova_revert_lock.mixins import cross_cell_confirm
 from nova_revert_lock.mixins import cross_cell_revert
 from nova_revert_lock.mixins import revert
+from nova_revert_lock import stats
 
 
 class NotApplicableTest(testtools.TestCase):
@@ -101,3 +105,41 @@ class ComposeTest(testtools.TestCase):
         # Both locked helpers take the tracker's own lock.
         for name in ('drop_move_claim_at_source', 'drop_move_claim_at_dest'):
             self.assertEqual(lock, locking.lock_of(tracker.__dict__[name]))
+
+
+class SectionKindTest(testtools.TestCase):
+    """Same-cell and cross-cell confirms are counted apart."""
+
+    def setUp(self):
+        super(SectionKindTest, self).setUp()
+        stats.COUNTERS.reset()
+        self.addCleanup(stats.COUNTERS.reset)
+
+    def _confirm(self, cross_cell):
+        from nova import objects
+        objects.register_all()
+        migration = objects.Migration(
+            status='confirming', source_node='node1',
+            cross_cell_move=cross_cell)
+        tracker = mock.Mock(spec=['_drop_move_claim'])
+        instance = mock.Mock()
+        with mock.patch.object(migration, 'save'):
+            confirm.SourceClaimDropTracker.drop_move_claim_at_source(
+                tracker, mock.sentinel.context, instance, migration)
+        self.assertEqual('confirmed', migration.status)
+        tracker._drop_move_claim.assert_called_once_with(
+            mock.sentinel.context, instance, 'node1', instance.old_flavor,
+            prefix='old_')
+        return stats.snapshot()['critical_sections_by_kind']
+
+    def test_same_cell_confirm(self):
+        self.assertEqual({'confirm': 1}, self._confirm(False))
+
+    def test_cross_cell_confirm(self):
+        self.assertEqual({'cross_cell_confirm': 1}, self._confirm(True))
+
+    def test_record_without_the_field(self):
+        from nova import objects
+        objects.register_all()
+        migration = objects.Migration(status='confirming')
+        self.assertEqual('confirm', confirm._section_kind(migration))

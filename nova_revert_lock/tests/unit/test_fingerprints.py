@@ -10,11 +10,17 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
+import functools
+import os
 import sys
+from unittest import mock
 
+import fixtures
 import testtools
 
+from nova_revert_lock import fingerprint_table
 from nova_revert_lock import fingerprints
+from nova_revert_lock import releases
 
 
 SOURCE = '''
@@ -114,3 +120,205 @@ class LiveFingerprintTestCase(testtools.TestCase):
         self.assertEqual(['20.0.0', '20.6.1', '21.1.0', '31.3.1'],
                          fingerprints.sorted_releases(
                              ['31.3.1', '21.1.0', '20.6.1', '20.0.0']))
+
+
+def _profiled(func):
+    """A wrapper as a profiler or a vendor patch would add at run time."""
+    @functools.wraps(func)
+    def profiled(*args, **kwargs):
+        return func(*args, **kwargs)
+    return profiled
+
+
+class WrapperTestCase(testtools.TestCase):
+    """Only Nova's and oslo.concurrency's decorators are looked through."""
+
+    PAIRING = ('nova.compute.resource_tracker:ResourceTracker.'
+               '_pair_instances_to_migrations')
+    REVERT = 'nova.compute.manager:ComputeManager.revert_resize'
+
+    def _wrap(self, ref):
+        """Wrap the real Nova function ``ref`` for this test only."""
+        owner, name = ref.rsplit('.', 1)
+        cls = fingerprints.resolve(owner)
+        wrapped = _profiled(cls.__dict__[name])
+        self.useFixture(fixtures.MockPatchObject(cls, name, wrapped))
+        return wrapped
+
+    def test_nova_decorators_are_looked_through(self):
+        for ref in (self.PAIRING, self.REVERT):
+            result = fingerprints.check(ref)
+            self.assertIsNone(result.error, result.describe())
+            self.assertTrue(result.known, result.describe())
+
+    def test_foreign_wrapper_is_named(self):
+        for ref in (self.PAIRING, self.REVERT):
+            self._wrap(ref)
+            result = fingerprints.check(ref)
+            self.assertFalse(result.known)
+            self.assertIsNone(result.fingerprint)
+            # module and qualname (Python 3.11+) or name of its code
+            self.assertRegex(
+                result.describe(), r'wrapped at run time by %s\.'
+                r'(_profiled\.<locals>\.)?profiled, which is not'
+                % __name__.replace('.', r'\.'))
+            self.assertIn(ref, result.describe())
+
+    def test_wrapper_names_its_own_code(self):
+        wrapped = self._wrap(self.PAIRING)
+        # functools.wraps made it look like Nova's ...
+        self.assertEqual('nova.compute.resource_tracker', wrapped.__module__)
+        # ... but its code is ours.
+        self.assertIn(fingerprints.wrapper_name(wrapped), (
+            __name__ + '.profiled', __name__ + '._profiled.<locals>.profiled'))
+
+    def test_unwrap(self):
+        from nova.compute import manager
+        inner = fingerprints.unwrap(manager.ComputeManager.revert_resize)
+        self.assertFalse(hasattr(inner, '__wrapped__'))
+        self.assertRaises(fingerprints.UnknownWrapper, fingerprints.unwrap,
+                          _profiled(manager.ComputeManager.revert_resize))
+
+
+class PatchedBuildsTestCase(testtools.TestCase):
+    """The table knows the builds of this tree's patch series."""
+
+    PATCHES = os.path.join(os.path.dirname(os.path.dirname(
+        os.path.abspath(fingerprint_table.__file__))), 'patches')
+
+    def setUp(self):
+        super(PatchedBuildsTestCase, self).setUp()
+        if not os.path.isdir(self.PATCHES):
+            self.skipTest('not run from a source tree: no patches/')
+
+    def test_surveyed_series_are_the_patches_here(self):
+        series = sorted(d for d in os.listdir(self.PATCHES)
+                        if os.path.exists(os.path.join(
+                            self.PATCHES, d, 'series')))
+        surveyed = fingerprint_table.SURVEYED_PATCHES
+        self.assertEqual(series, sorted(s for s, _d in surveyed.values()))
+        for label, (name, digest) in sorted(surveyed.items()):
+            # NOTE: a patch changed without a new survey: run
+            # tools/survey_fingerprints.py as the table's header says.
+            self.assertEqual(
+                digest, fingerprints.patch_series_digest(
+                    os.path.join(self.PATCHES, name)),
+                '%s: patches/%s changed since the survey' % (label, name))
+
+    def test_labels_sort_after_their_release(self):
+        self.assertEqual(
+            ['20.6.1', '20.6.1+patches', '21.0.0', '21.1.0',
+             '21.1.0+patches', '21.1.1'],
+            fingerprints.sorted_releases(
+                ['21.1.1', '21.1.0+patches', '21.0.0', '20.6.1+patches',
+                 '21.1.0', '20.6.1']))
+
+
+_LAYOUTS = '''
+import functools
+
+
+def deco(*args, **kwargs):
+    return lambda f: f
+
+
+class Layouts(object):
+
+    @deco(
+        'multi-line decorator')
+    @deco()
+    def decorated(self, a,
+                  b=None):
+        """Docstring."""
+        x = [a,
+             b]
+        # a comment at the end of the body
+
+        return x
+
+    def trailing_comment(self):
+        return 1
+    # a comment at the class level
+
+    def string_at_column_zero(self):
+        return """
+text
+"""
+
+    def last(self):
+        pass
+'''
+
+
+class QuickSourceTestCase(testtools.TestCase):
+    """The survey's shortcut finds the text the survey takes."""
+
+    def setUp(self):
+        super(QuickSourceTestCase, self).setUp()
+        fingerprints._LIVE.clear()
+        self.addCleanup(fingerprints._LIVE.clear)
+
+    def _module(self):
+        tmp = self.useFixture(fixtures.TempDir()).path
+        with open(os.path.join(tmp, 'nrl_layouts.py'), 'w') as f:
+            f.write(_LAYOUTS)
+        self.useFixture(fixtures.MonkeyPatch(
+            'sys.path', [tmp] + sys.path))
+        self.addCleanup(sys.modules.pop, 'nrl_layouts', None)
+        import nrl_layouts
+        return nrl_layouts
+
+    @testtools.skipIf(sys.version_info < (3, 8),
+                      'the survey tool needs ast end_lineno (Python 3.8+)')
+    def test_same_text_as_the_survey(self):
+        module = self._module()
+        names = ['decorated', 'trailing_comment', 'last']
+        texts = fingerprints.sources_in_source(
+            _LAYOUTS, ['Layouts.%s' % n for n in names])
+        for name in names:
+            self.assertEqual(
+                texts['Layouts.%s' % name],
+                fingerprints.quick_source(vars(module.Layouts)[name]), name)
+
+    def test_other_layouts_take_the_long_way(self):
+        module = self._module()
+        func = module.Layouts.string_at_column_zero
+        text = fingerprints.quick_source(func)
+        # Cut at the string's column-0 line: a text no survey has, so the
+        # guard tokenizes (and gets it right).
+        self.assertNotIn('text', text)
+        self.assertEqual(
+            fingerprints.fingerprint(fingerprints.live_source(func)),
+            fingerprints.live_fingerprint(
+                'nrl_layouts:Layouts.string_at_column_zero'))
+
+    def test_surveyed_text_is_not_tokenized(self):
+        from nova_revert_lock import mixins
+        refs = [r for r in mixins.all_refs() if r.startswith(
+            'nova.compute.resource_tracker:')]
+        with mock.patch.object(fingerprints, 'fingerprint',
+                               wraps=fingerprints.fingerprint) as tokenized:
+            digests = [fingerprints.live_fingerprint(r) for r in refs]
+        table = fingerprint_table.SOURCE_DIGESTS
+        installed = releases.installed_nova_version()
+        if installed in fingerprint_table.SURVEYED_RELEASES:
+            self.assertEqual(0, tokenized.call_count)
+        fingerprints._LIVE.clear()
+        for ref, digest in zip(refs, digests):
+            func = fingerprints.unwrap(fingerprints.resolve(ref))
+            # the shortcut and the tokenizer agree
+            self.assertEqual(
+                fingerprints.fingerprint(fingerprints.live_source(func)),
+                digest, ref)
+            if installed in fingerprint_table.SURVEYED_RELEASES:
+                self.assertIn(fingerprints.source_digest(
+                    fingerprints.quick_source(func)), table[ref])
+
+    def test_once_per_process(self):
+        ref = 'nova_revert_lock.fingerprints:FunctionCheck.describe'
+        with mock.patch.object(fingerprints, 'fingerprint',
+                               wraps=fingerprints.fingerprint) as tokenized:
+            first = fingerprints.live_fingerprint(ref)
+            self.assertEqual(first, fingerprints.live_fingerprint(ref))
+            self.assertEqual(first, fingerprints.check(ref, {}).fingerprint)
+        self.assertEqual(1, tokenized.call_count)

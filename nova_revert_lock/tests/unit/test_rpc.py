@@ -24,8 +24,10 @@ from nova_revert_lock import stats
 
 
 class FakeReport(object):
-    def __init__(self, state='patched', mixins=('confirm', 'revert')):
+    def __init__(self, state='patched', mixins=('confirm', 'revert'),
+                 missing=()):
         self.state = state
+        self.missing = list(missing)
         self.nova_version = '21.1.0'
         self.series = 'ussuri'
         self.mixins = list(mixins)
@@ -143,6 +145,7 @@ class TestStatusEndpoint(testtools.TestCase):
             'series': 'ussuri',
             'state': 'patched',
             'mixins': ['confirm', 'revert'],
+            'missing': [],
             'activated_at': '2020-06-01T12:00:00.000000Z',
             'critical_sections': 0,
             'critical_sections_by_kind': {},
@@ -150,6 +153,14 @@ class TestStatusEndpoint(testtools.TestCase):
             'critical_section_errors': 0,
         }, status)
         self.assertEqual(status, json.loads(json.dumps(status)))
+
+    def test_get_status_names_missing_fixes(self):
+        report = FakeReport(state='incomplete', mixins=['confirm'],
+                            missing=['revert'])
+        manager = extension_manager(report)('host1')
+        status = manager.additional_endpoints[0].get_status({})
+        self.assertEqual('incomplete', status['state'])
+        self.assertEqual(['revert'], status['missing'])
 
     def test_get_status_counts_critical_sections(self):
         manager = extension_manager(FakeReport())('host1')

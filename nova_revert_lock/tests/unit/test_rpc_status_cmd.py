@@ -78,6 +78,8 @@ class TestStatusCommand(CommandMixin, test_rpc.FakeTransportMixin,
             'already-fixed', ()))('host2'))
         self.serve(test_rpc.extension_manager(test_rpc.FakeReport(
             'refused', ()))('host3'))
+        self.serve(test_rpc.extension_manager(test_rpc.FakeReport(
+            'incomplete', ['confirm'], missing=['revert']))('host4'))
         self.serve(test_rpc.PlainManager('plain1'))
 
     def rows(self, *hosts, **kwargs):
@@ -122,6 +124,16 @@ class TestStatusCommand(CommandMixin, test_rpc.FakeTransportMixin,
         # asked in parallel: one timeout, not one per host
         self.assertLess(self.elapsed, 4)
         self.assertNotIn('Traceback', self.stderr.getvalue())
+
+    def test_incomplete_is_not_protected(self):
+        code, rows = self.rows('host1', 'host4')
+        self.assertEqual(1, code)
+        row = rows[1]
+        self.assertTrue(row['reachable'])
+        self.assertEqual('incomplete', row['state'])
+        self.assertEqual(['revert'], row['missing'])
+        self.assertEqual('not protected: state incomplete (missing revert)',
+                         row['error'])
 
     def test_table(self):
         code = self.run_cmd('--config-file', self.conf_file, '--host',

@@ -1,0 +1,97 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""MixinSpec.check: by release, and by series for builds that mix releases.
+
+The live functions of the installed Nova are fingerprinted as usual; the
+table says which releases have each digest, so that one installed Nova
+can stand for a build with code from several releases (as a Nova built
+with patches/<series> is: its revert_resize is 21.1.1's, its
+finish_revert_resize still 21.1.0's).
+"""
+
+import testtools
+
+from nova_revert_lock import fingerprints
+from nova_revert_lock.mixins import base
+
+USSURI = ('21.0.0', '21.1.0', '21.1.1', '21.1.2')
+_CM = 'nova.compute.manager:ComputeManager.'
+
+
+class MixedReleasesTest(testtools.TestCase):
+
+    NAME = 'source_window'
+
+    def _spec(self, families=('train', 'ussuri')):
+        impl = base.Implementation(manager=object)
+        return base.MixinSpec(
+            name=self.NAME, summary='test',
+            implementations=dict((f, impl) for f in families),
+            fixed_upstream=lambda: False)
+
+    def _table(self, **releases_by_name):
+        """A table with the mixin's live functions in every Ussuri release.
+
+        Except those named (function name -> releases).
+        """
+        spec = self._spec()
+        table = {}
+        for ref in spec.refs.replaces + spec.refs.relies_on:
+            name = ref.rsplit('.', 1)[1]
+            table[ref] = {fingerprints.live_fingerprint(ref):
+                          releases_by_name.get(name, USSURI)}
+        return table
+
+    def test_one_release(self):
+        check = self._spec().check(self._table())
+        self.assertEqual(base.MATCH, check.outcome)
+        self.assertEqual('ussuri', check.family)
+        self.assertEqual(frozenset(USSURI), check.releases)
+        self.assertIsNone(check.note)
+
+    def test_releases_of_one_series(self):
+        # A Ussuri Nova built with patches/ussuri.
+        table = self._table(revert_resize=('21.1.1', '21.1.2'),
+                            finish_revert_resize=('21.0.0', '21.1.0'))
+        check = self._spec().check(table)
+        self.assertEqual(base.MATCH, check.outcome, check.problems)
+        self.assertEqual('ussuri', check.family)
+        self.assertEqual(frozenset(), check.releases)
+        self.assertIn('every function is known in ussuri', check.note)
+
+    def test_function_known_in_several_series(self):
+        table = self._table(revert_resize=('20.6.1', '21.1.1'),
+                            finish_revert_resize=('21.0.0',))
+        check = self._spec().check(table)
+        self.assertEqual(base.MATCH, check.outcome, check.problems)
+        self.assertEqual('ussuri', check.family)
+
+    def test_releases_of_two_series(self):
+        table = self._table(revert_resize=('20.6.1',))
+        check = self._spec().check(table)
+        self.assertEqual(base.UNKNOWN, check.outcome)
+        self.assertIn('no single known release or series',
+                      check.problems[0])
+
+    def test_series_without_implementation(self):
+        table = self._table(revert_resize=('21.1.1', '21.1.2'),
+                            finish_revert_resize=('21.0.0', '21.1.0'))
+        check = self._spec(families=('train',)).check(table)
+        self.assertEqual(base.UNKNOWN, check.outcome)
+
+    def test_unknown_function(self):
+        table = self._table()
+        table[_CM + 'revert_resize'] = {}
+        check = self._spec().check(table)
+        self.assertEqual(base.UNKNOWN, check.outcome)
+        self.assertIn('revert_resize: unknown code', check.problems[0])
