@@ -32,10 +32,10 @@ SURVEYED_RELEASES = (
 SURVEYED_PATCHES = {
     '20.6.1+patches': (
         'train',
-        'cd202e2aaff727999638e24fad393b38ae7e8b735d7170f72ee94ad5154deebe'),
+        'f575c36bae2b9ae2ce76f9d5ef09e5a68a16d4a728959f55ab4d2f70f9577b1e'),
     '21.1.0+patches': (
         'ussuri',
-        '820f78ee8b410cca2a609d5046e13444096639e9af58a81d36d8ef33bbbc71ca'),
+        '98d7af3529543b2af1656b4aa954a2146a34cf0368e6cdb5bc1a285194138a5a'),
 }
 
 FINGERPRINTS = {
@@ -153,8 +153,9 @@ FINGERPRINTS = {
     'nova.compute.resource_tracker:ResourceTracker._update_usage_from_instance': {
         '1e14db54312edce909705a1239d03329b13d8cc5eae94817d0f1b58cd82e5026':
             ('20.0.0', '20.0.1', '20.1.0', '20.1.1', '20.2.0', '20.3.0',
-             '20.4.0', '20.4.1', '20.5.0', '20.6.0', '20.6.1', '21.0.0',
-             '21.1.0', '21.1.1', '21.1.2'),
+             '20.4.0', '20.4.1', '20.5.0', '20.6.0', '20.6.1',
+             '20.6.1+patches', '21.0.0', '21.1.0', '21.1.0+patches',
+             '21.1.1', '21.1.2'),
         'f1bf992f69590c8b2e76b756d03d40bc807a0ea90c1d179e531675a295180af9':
             ('31.3.1',),
     },
@@ -333,6 +334,12 @@ SOURCE_DIGESTS = {
             '289f4ef781b3569abdc84faaff4095f9e13b8f6c7b9a0ddf71f1305aebd0b915',
         'a9350597c2758aab10f2cd8a6aaabfba4791a4910c08f921aff97472b3fa7f53':
             '5ec8f64547af6d74b3eaf3b9b4baf426ae3bf1faff46bbc575e22df55c1368f8',
+    },
+    'nova.compute.resource_tracker:ResourceTracker._update_usage_from_instance': {
+        '158b4dbfc5c85b7ad4218f8207962ac6aa64bc17240f6ffe79f3c2e6249fe819':
+            '1e14db54312edce909705a1239d03329b13d8cc5eae94817d0f1b58cd82e5026',
+        'ad0c7cdfcf5fbea82ff7594ba3a70b86c826441a3425d3d2d1be72de0069e10e':
+            'f1bf992f69590c8b2e76b756d03d40bc807a0ea90c1d179e531675a295180af9',
     },
     'nova.compute.resource_tracker:ResourceTracker._update_usage_from_migration': {
         '2b103026f3cd0229b4bd8b89d6460752aac94a288a2e9e9af27a2fdf609cff02':
