@@ -32,7 +32,8 @@ MAIN = '\n\ndef main():\n    pass\n'
 #: nova/cmd/__init__.py, Nova 20.x to 31.x
 PACKAGE_IMPORT = LICENSE + 'import nova.monkey_patch  # noqa\n'
 #: nova/cmd/__init__.py, Nova 32.x
-PACKAGE_PATCH = LICENSE + 'from nova import monkey_patch\nmonkey_patch.patch()\n'
+PACKAGE_PATCH = (LICENSE +
+                 'from nova import monkey_patch\nmonkey_patch.patch()\n')
 #: nova/cmd/compute.py before 33.x: concurrency is not its business
 PLAIN_COMPUTE = LICENSE + DOC + 'import sys\n' + MAIN
 
