@@ -16,6 +16,14 @@
 # restarted through the wrapper, in the extra phase: then the file exists
 # in its final form, and stack.sh checks that the computes are up (and
 # discovers them) after this phase.
+#
+# NOTE: on every release, from Train to 2026.2, the wrapper lets Nova's own
+# nova.cmd.compute set up concurrency before anything else is imported, so
+# the restarted n-cpu runs the model nova-compute would: eventlet up to
+# 2026.1, native threading by default on 2026.2 ([DEFAULT]
+# concurrency_backend in $NOVA_CPU_CONF chooses otherwise). Nothing here
+# depends on the release; an environment variable set on devstack's own
+# n-cpu unit does not survive run_process, a configuration option does.
 
 # Save trace setting
 _XTRACE_NOVA_REVERT_LOCK=$(set +o | grep xtrace)

@@ -16,19 +16,58 @@ An operator changes the service's command line from ``nova-compute`` to
 ``nova-compute-revert-lock`` and nothing else: the same arguments and
 configuration files are read, the mixins are activated, and Nova's own
 ``nova.cmd.compute.main()`` runs.
+
+Order of events, on every release:
+
+1. Recognise how the installed Nova starts nova-compute, reading its
+   source (:func:`nova_revert_lock.startup.recognise`); on a shape this
+   version does not know, exit before anything starts.
+2. Import ``nova.cmd.compute`` before anything else, as the
+   ``nova-compute`` console script does, so that the release itself sets
+   up eventlet or native threading (``OS_NOVA_DISABLE_EVENTLET_PATCHING``,
+   and from 34.x ``[DEFAULT] concurrency_backend``, honoured by Nova's own
+   code).
+3. Parse the configuration, activate, and run that module's ``main()``.
+
+NOTE: nothing that imports oslo or eventlet may be imported at module
+level here: this module is imported before step 2.
 """
 
 import sys
 
+from nova_revert_lock import startup
+
 EXIT_REFUSED = 3
 EXIT_CONFIG = 2
+#: the installed Nova starts nova-compute in a way we do not know
+EXIT_UNRECOGNISED = 4
+
+PROG = 'nova-compute-revert-lock'
+
+
+def _fail(message):
+    sys.stderr.write('%s: %s\n' % (PROG, message))
+
+
+def start_concurrency():
+    """Steps 1 and 2: let Nova set up concurrency; return how, or a code.
+
+    :returns: ``(entry_point, module)``, or ``(exit code, None)`` when
+        nova-compute must not start
+    """
+    try:
+        entry_point = startup.recognise()
+    except startup.NovaNotFound as e:
+        _fail('%s' % e)
+        return EXIT_CONFIG, None
+    except startup.UnrecognisedEntryPoint as e:
+        _fail('%s' % e)
+        return EXIT_UNRECOGNISED, None
+    return entry_point, startup.import_entry_module()
 
 
 def _parse_config(argv):
     """Parse Nova's configuration as nova-compute will parse it."""
-    # NOTE: importing nova.cmd monkey patches eventlet, which must happen
-    # before anything else is imported, exactly as in nova-compute.
-    import nova.cmd  # noqa: F401
     import nova.conf  # noqa: F401 - registers Nova's options on CONF
     from nova import config
     from oslo_log import log as logging
@@ -44,39 +83,46 @@ def _parse_config(argv):
     return CONF
 
 
-def prepare(argv):
+def prepare(argv, entry_point=None):
     """Parse configuration and activate; return an exit code or None.
 
-    None means: run nova-compute now.
+    Call only after :func:`start_concurrency`. None means: run
+    nova-compute now.
     """
     from oslo_config import cfg
     try:
         CONF = _parse_config(argv)
     except cfg.Error as e:
-        sys.stderr.write('nova-compute-revert-lock: configuration: %s\n' % e)
+        _fail('configuration: %s' % e)
         return EXIT_CONFIG
     except ImportError as e:
-        sys.stderr.write(
-            'nova-compute-revert-lock: Nova cannot be imported here (%s). '
-            'Install nova-revert-lock into the same Python environment as '
-            'nova-compute.\n' % e)
+        _fail('Nova cannot be imported here (%s). Install nova-revert-lock '
+              'into the same Python environment as nova-compute.' % e)
         return EXIT_CONFIG
     from oslo_log import log as logging
 
     from nova_revert_lock import activation
     from nova_revert_lock import exception
     LOG = logging.getLogger(__name__)
+    if entry_point is not None:
+        LOG.info('nova-revert-lock: Nova %(version)s: concurrency set up by '
+                 '%(shape)s (release default %(default)s); running with '
+                 '%(running)s',
+                 {'version': entry_point.version,
+                  'shape': entry_point.shape,
+                  'default': entry_point.default_backend,
+                  'running': startup.running_backend()})
     try:
         report = activation.activate(CONF)
     except exception.RevertLockError as e:
         LOG.error('nova-revert-lock: %s', e)
-        sys.stderr.write('nova-compute-revert-lock: %s\n' % e)
+        _fail('%s' % e)
         return EXIT_CONFIG
     if report.state == activation.REFUSED:
         message = activation.describe_refusal(report)
         if CONF.revert_lock.on_unknown_code == 'fail':
             LOG.error('%s', message)
-            sys.stderr.write('nova-compute-revert-lock: %s\n' % message)
+            _fail(message)
             return EXIT_REFUSED
         LOG.error('Starting nova-compute WITHOUT the fix for bug 1879878 '
                   '([revert_lock] on_unknown_code = warn): %s', message)
@@ -84,11 +130,18 @@ def prepare(argv):
 
 
 def main(argv=None):
+    """Run nova-compute with the fix activated.
+
+    NOTE: Nova reads ``sys.argv`` itself (its ``main()``, and from 34.x the
+    concurrency set-up on import); ``argv`` is for tests.
+    """
     argv = sys.argv if argv is None else argv
-    code = prepare(argv)
+    entry_point, compute = start_concurrency()
+    if compute is None:
+        return entry_point
+    code = prepare(argv, entry_point)
     if code is not None:
         return code
-    from nova.cmd import compute
     from nova import conf as nova_conf
     # NOTE: nova-compute's main() parses the command line again and
     # registers its logging options first; hand it the configuration in

@@ -61,10 +61,11 @@ class DestClaimDropTracker(object):
             # still says what the host holds (the destination's pinning
             # and flavor). If the save fails, the record is put back (see
             # below) and the usage is gone from the books until the next
-            # periodic task, which counts the unchanged record again. The other order can persist an
-            # instance on this host with the source's NUMA topology and
-            # pinning when the drop fails after the save: every later
-            # periodic task would then count the source's pCPU ids here.
+            # periodic task, which counts the unchanged record again. The
+            # other order can persist an instance on this host with the
+            # source's NUMA topology and pinning when the drop fails after
+            # the save: every later periodic task would then count the
+            # source's pCPU ids here.
             self._drop_move_claim(
                 context, instance, migration.dest_node, instance.new_flavor,
                 prefix='new_')

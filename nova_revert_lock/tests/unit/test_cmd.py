@@ -20,6 +20,7 @@ from nova_revert_lock import activation
 from nova_revert_lock.cmd import compute as cmd_compute
 from nova_revert_lock.cmd import manage
 from nova_revert_lock import fingerprint_table
+from nova_revert_lock import startup
 
 
 class _CommandTestCase(base.BaseTestCase):
@@ -176,3 +177,57 @@ class ComputeWrapperTestCase(_CommandTestCase):
                 ['nova-compute', '--config-file', path]))
         self.assertEqual({'manager': activation.MANAGER_PATH,
                           'parsed': False}, seen)
+
+    def test_unrecognised_entry_point_starts_nothing(self):
+        unrecognised = startup.UnrecognisedEntryPoint(
+            'nova-compute of Nova 99.0.0 is started in a way ...')
+        with mock.patch.object(startup, 'recognise',
+                               side_effect=unrecognised), \
+                mock.patch.object(startup, 'import_entry_module') as imp, \
+                mock.patch.object(cmd_compute, 'prepare') as prepare:
+            code = cmd_compute.main(['nova-compute'])
+        self.assertEqual(cmd_compute.EXIT_UNRECOGNISED, code)
+        self.assertIn('Nova 99.0.0', self._err())
+        imp.assert_not_called()
+        prepare.assert_not_called()
+
+    def test_no_nova_exits_2(self):
+        with mock.patch.object(startup, 'recognise',
+                               side_effect=startup.NovaNotFound('no Nova')), \
+                mock.patch.object(startup, 'import_entry_module') as imp:
+            self.assertEqual(cmd_compute.EXIT_CONFIG,
+                             cmd_compute.main(['nova-compute']))
+        imp.assert_not_called()
+
+    def test_entry_module_first_then_configuration_then_main(self):
+        calls = mock.Mock()
+        entry_point = startup.EntryPoint(startup.MODULE, startup.THREADING,
+                                         'compute.py', '34.0.0')
+        calls.recognise.return_value = entry_point
+        calls.prepare.return_value = None
+        calls.import_entry_module.return_value.main.return_value = 0
+        with mock.patch.object(startup, 'recognise', calls.recognise), \
+                mock.patch.object(startup, 'import_entry_module',
+                                  calls.import_entry_module), \
+                mock.patch.object(cmd_compute, 'prepare', calls.prepare):
+            self.assertEqual(0, cmd_compute.main(['nova-compute']))
+        self.assertEqual(
+            [mock.call.recognise(), mock.call.import_entry_module(),
+             mock.call.prepare(['nova-compute'], entry_point),
+             mock.call.import_entry_module().main()],
+            calls.mock_calls)
+
+    def test_prepare_logs_the_concurrency_model(self):
+        if self.expected.state not in (activation.PATCHED,
+                                       activation.ALREADY_FIXED):
+            self.skipTest('installed Nova is not supported')
+        logger = self.useFixture(fixtures.FakeLogger(level='INFO'))
+        entry_point = startup.recognise()
+        path = self.create_tempfiles([('nova', '')])[0]
+        with mock.patch('oslo_log.log.setup'):
+            self.assertIsNone(cmd_compute.prepare(
+                ['nova-compute', '--config-file', path], entry_point))
+        self.assertIn('concurrency set up by %s' % entry_point.shape,
+                      logger.output)
+        self.assertIn('running with %s' % startup.running_backend(),
+                      logger.output)

@@ -1,0 +1,340 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""How the installed Nova starts nova-compute, and starting it that way.
+
+nova-compute must choose its concurrency model (eventlet monkey patching,
+or native threading) before anything else is imported, and where Nova
+does that changed between releases:
+
+=============  ========================================================
+Nova           where concurrency is set up
+=============  ========================================================
+20.x - 31.x    ``nova/cmd/__init__.py``: ``import nova.monkey_patch``
+               patches eventlet on import (unless
+               ``OS_NOVA_DISABLE_EVENTLET_PATCHING`` says not to)
+32.x           ``nova/cmd/__init__.py``: ``monkey_patch.patch()``
+33.x           first statement of ``nova/cmd/compute.py``:
+               ``monkey_patch.patch()`` (eventlet unless the environment
+               variable disables it)
+34.x           first statement of ``nova/cmd/compute.py``:
+               ``monkey_patch.patch(backend='threading')``: native
+               threading unless ``[DEFAULT] concurrency_backend`` or the
+               environment variable asks for eventlet; eventlet must not
+               have been imported before (Nova refuses to start)
+=============  ========================================================
+
+In every release, importing ``nova.cmd.compute`` (which the
+``nova-compute`` console script does first) sets concurrency up as that
+release wants it. :func:`recognise` reads Nova's source, importing
+nothing, to check that the installed Nova does it in one of these known
+ways; :func:`import_entry_module` then imports ``nova.cmd.compute``.
+
+NOTE: this module imports nothing but the standard library: it runs before
+Nova has set up concurrency, and importing oslo or eventlet here would
+break that (on 34.x: "eventlet library imported early").
+"""
+
+import ast
+import importlib
+import importlib.util
+import os
+import sys
+
+#: the module whose ``main()`` the ``nova-compute`` console script runs
+ENTRY_MODULE = 'nova.cmd.compute'
+ENTRY_POINT = ENTRY_MODULE + ':main'
+
+#: concurrency is set up on import of the ``nova.cmd`` package (<= 32.x)
+PACKAGE = 'nova.cmd'
+#: concurrency is set up by ``nova/cmd/compute.py`` itself (33.x on)
+MODULE = 'nova.cmd.compute'
+
+EVENTLET = 'eventlet'
+THREADING = 'threading'
+
+EXPECTED = (
+    "concurrency set up either on import of the nova.cmd package "
+    "(nova/cmd/__init__.py: 'import nova.monkey_patch' or "
+    "'monkey_patch.patch()', Nova 20.x to 32.x) or by the first statement "
+    "of nova/cmd/compute.py ('from nova import monkey_patch; "
+    "monkey_patch.patch(...)', Nova 33.x and later), a main() taking no "
+    "arguments in nova/cmd/compute.py, and the nova-compute console script "
+    "running %s" % ENTRY_POINT)
+
+
+class NovaNotFound(Exception):
+    """No Nova is importable in this Python environment."""
+
+
+class UnrecognisedEntryPoint(Exception):
+    """The installed Nova starts nova-compute in a way we do not know."""
+
+
+class EntryPoint(object):
+    """How the installed Nova's nova-compute sets up concurrency.
+
+    :ivar shape: :data:`PACKAGE` or :data:`MODULE`
+    :ivar default_backend: the backend Nova's code asks for when neither
+        the environment nor (34.x on) ``[DEFAULT] concurrency_backend``
+        says otherwise: ``'eventlet'`` or ``'threading'``
+    :ivar path: the file that sets it up
+    :ivar version: the installed Nova release, or None
+    """
+
+    def __init__(self, shape, default_backend, path, version=None):
+        self.shape = shape
+        self.default_backend = default_backend
+        self.path = path
+        self.version = version
+
+    def describe(self):
+        return '%s sets up concurrency (default %s)' % (
+            self.shape, self.default_backend)
+
+    def __repr__(self):
+        return '<EntryPoint %s default=%s nova=%s>' % (
+            self.shape, self.default_backend, self.version)
+
+
+def nova_version():
+    """The installed Nova's version from its metadata, importing no Nova."""
+    try:
+        from importlib import metadata
+    except ImportError:  # Python < 3.8
+        metadata = None
+    if metadata is not None:
+        try:
+            return metadata.version('nova')
+        except Exception:  # noqa: BLE001 - any failure means "don't know"
+            return None
+    try:
+        import pkg_resources
+        return pkg_resources.get_distribution('nova').version
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _console_script():
+    """What the installed ``nova-compute`` console script runs, or None.
+
+    None when the metadata cannot be read here (then the source alone is
+    judged).
+    """
+    try:
+        from importlib import metadata
+    except ImportError:  # Python < 3.8
+        try:
+            import pkg_resources
+            ep = pkg_resources.get_entry_info(
+                'nova', 'console_scripts', 'nova-compute')
+        except Exception:  # noqa: BLE001
+            return None
+        return None if ep is None else '%s:%s' % (
+            ep.module_name, '.'.join(ep.attrs))
+    try:
+        entry_points = metadata.distribution('nova').entry_points
+    except Exception:  # noqa: BLE001
+        return None
+    for ep in entry_points:
+        if ep.group == 'console_scripts' and ep.name == 'nova-compute':
+            return ep.value.replace(' ', '')
+    return None
+
+
+def _nova_dir():
+    try:
+        spec = importlib.util.find_spec('nova')
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.submodule_search_locations:
+        raise NovaNotFound(
+            'Nova cannot be imported here. Install nova-revert-lock into '
+            'the same Python environment as nova-compute.')
+    return list(spec.submodule_search_locations)[0]
+
+
+def _parse(path):
+    try:
+        with open(path) as f:
+            return ast.parse(f.read(), path)
+    except (OSError, SyntaxError, ValueError):
+        return None
+
+
+def _string(node):
+    """The value of a string literal node, or None."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if sys.version_info < (3, 8) and isinstance(node, ast.Str):
+        return node.s
+    return None
+
+
+def _body(tree):
+    """Module statements, without the docstring."""
+    body = list(tree.body)
+    if (body and isinstance(body[0], ast.Expr) and
+            _string(body[0].value) is not None):
+        body = body[1:]
+    return body
+
+
+def _imports_monkey_patch(node):
+    """``import nova.monkey_patch`` or ``from nova import monkey_patch``."""
+    if isinstance(node, ast.Import):
+        return any(a.name == 'nova.monkey_patch' and a.asname is None
+                   for a in node.names)
+    if isinstance(node, ast.ImportFrom):
+        return (node.module == 'nova' and node.level == 0 and
+                any(a.name == 'monkey_patch' and a.asname is None
+                    for a in node.names))
+    return False
+
+
+def _patch_call(node):
+    """The ``monkey_patch.patch(...)`` call a statement is, or None."""
+    if not isinstance(node, ast.Expr) or not isinstance(node.value,
+                                                        ast.Call):
+        return None
+    func = node.value.func
+    if (isinstance(func, ast.Attribute) and func.attr == 'patch' and
+            isinstance(func.value, ast.Name) and
+            func.value.id == 'monkey_patch'):
+        return node.value
+    return None
+
+
+def _backend_of(call):
+    """The backend a ``patch()`` call asks for, or None if not a literal."""
+    args = list(call.args)
+    values = [kw.value for kw in call.keywords if kw.arg == 'backend']
+    if len(args) + len(values) > 1 or any(kw.arg != 'backend'
+                                          for kw in call.keywords):
+        return None
+    if not args and not values:
+        return EVENTLET  # patch()'s own default
+    text = _string((args + values)[0])
+    return text if text in (EVENTLET, THREADING) else None
+
+
+def _package_shape(tree):
+    """The default backend if nova/cmd/__init__.py sets concurrency up."""
+    body = _body(tree)
+    for i, node in enumerate(body):
+        if not _imports_monkey_patch(node):
+            continue
+        if isinstance(node, ast.Import):
+            # nova.monkey_patch patches on import (<= 31.x)
+            return EVENTLET
+        if i + 1 < len(body) and _patch_call(body[i + 1]) is not None:
+            return _backend_of(_patch_call(body[i + 1]))
+    return None
+
+
+def _module_shape(tree):
+    """The default backend if compute.py sets concurrency up first."""
+    body = _body(tree)
+    if len(body) < 2 or not _imports_monkey_patch(body[0]):
+        return None
+    call = _patch_call(body[1])
+    return None if call is None else _backend_of(call)
+
+
+def _has_main(tree):
+    for node in _body(tree):
+        if isinstance(node, ast.FunctionDef) and node.name == 'main':
+            a = node.args
+            return not (a.args or getattr(a, 'posonlyargs', None) or
+                        a.vararg or a.kwonlyargs or a.kwarg)
+    return False
+
+
+def recognise(nova_dir=None, console_script=None, version=None):
+    """Check how the installed Nova starts nova-compute; import nothing.
+
+    :param nova_dir: directory of the ``nova`` package (default: found
+        without importing it)
+    :param console_script: what the ``nova-compute`` console script runs
+        (default: read from Nova's metadata; None when unreadable)
+    :param version: the release, for messages (default: from metadata)
+    :returns: :class:`EntryPoint`
+    :raises NovaNotFound: no Nova here
+    :raises UnrecognisedEntryPoint: the message says which release and
+        what was expected
+    """
+    if nova_dir is None:
+        nova_dir = _nova_dir()
+        console_script = _console_script()
+        version = nova_version()
+    package_path = os.path.join(nova_dir, 'cmd', '__init__.py')
+    module_path = os.path.join(nova_dir, 'cmd', 'compute.py')
+    package = _parse(package_path)
+    module = _parse(module_path)
+
+    def unrecognised(found):
+        return UnrecognisedEntryPoint(
+            'nova-compute of Nova %s is started in a way this version of '
+            'nova-revert-lock does not know: %s. Expected %s. Nothing was '
+            'started: upgrade nova-revert-lock, or run nova-compute.'
+            % (version or '(version unknown)', found, EXPECTED))
+
+    if console_script is not None and console_script != ENTRY_POINT:
+        raise unrecognised('the nova-compute console script runs %s'
+                           % console_script)
+    if package is None or module is None:
+        raise unrecognised('cannot read the source of %s' % (
+            package_path if package is None else module_path))
+    in_package = _package_shape(package)
+    in_module = _module_shape(module)
+    if not _has_main(module):
+        raise unrecognised('%s has no main() taking no arguments'
+                           % module_path)
+    if in_package and in_module:
+        raise unrecognised('both %s and %s set up concurrency'
+                           % (package_path, module_path))
+    if in_package:
+        return EntryPoint(PACKAGE, in_package, package_path, version)
+    if in_module:
+        return EntryPoint(MODULE, in_module, module_path, version)
+    raise unrecognised('neither %s nor %s sets up concurrency in a known '
+                       'way' % (package_path, module_path))
+
+
+def import_entry_module():
+    """Import ``nova.cmd.compute``, as the nova-compute script does.
+
+    The release's own code sets up concurrency on the way: eventlet or
+    native threading, honouring ``OS_NOVA_DISABLE_EVENTLET_PATCHING`` and
+    (34.x on) ``[DEFAULT] concurrency_backend`` in the configuration files
+    named on the command line (``sys.argv``).
+
+    :returns: the module
+    """
+    return importlib.import_module(ENTRY_MODULE)
+
+
+def running_backend():
+    """The concurrency model this process runs: eventlet or threading.
+
+    Eventlet counts only when it has monkey patched the standard library
+    (34.x with native threading never imports it; 32.x and 33.x import it
+    unpatched).
+    """
+    eventlet = sys.modules.get('eventlet')
+    if eventlet is None:
+        return THREADING
+    try:
+        patched = eventlet.patcher.is_monkey_patched('thread')
+    except Exception:  # noqa: BLE001
+        patched = False
+    return EVENTLET if patched else THREADING
