@@ -115,6 +115,11 @@ class PeriodicBench(object):
                 self._setup_one(spec)
         finally:
             previous(compute_driver=driver)
+        # NOTE: every service of the process saves its heartbeat every 10 s
+        # (report_interval). A turn of the modes takes about as long, so
+        # the heartbeats fall into the same mode's runs turn after turn
+        # and bias them; they have nothing to do with the periodic task.
+        self.case.stub_out('nova.objects.Service.save', _no_heartbeat)
         return {'setup_s': round(time.time() - started, 1),
                 'steps': self.steps, 'hosts': dict(self.hosts)}
 
@@ -204,6 +209,10 @@ class PeriodicBench(object):
                 'db_calls': calls.pop('db', 0),
                 'placement_calls': calls.pop('placement', 0),
                 'calls': calls, 'wrong_nodes': len(wrong)}
+
+
+def _no_heartbeat(service):
+    """Service.save while the runs are timed: the heartbeat only."""
 
 
 def _current_driver():
