@@ -425,9 +425,12 @@ def table(result, parts=PARTS):
     env = result['environment']
     if env:
         lines.append('')
+        layout = (env.get('layout', '') if RACE in parts and
+                  result['cycles'] else
+                  'the periodic task runs one mode at a time')
         lines.append('Machine: %s CPUs, load average %s at start, %s at end;'
                      ' %s' % (env.get('cpus'), env.get('load_start'),
-                              env.get('load_end'), env.get('layout', '')))
+                              env.get('load_end'), layout))
         if RACE in parts and env.get('cpu_s'):
             lines.append('  cycles took %s s; CPU seconds per mode: %s' % (
                 env.get('cycles_wall_s'), ', '.join(
