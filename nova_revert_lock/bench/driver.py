@@ -44,6 +44,7 @@ import threading
 import time
 
 from nova_revert_lock.bench import harness
+from nova_revert_lock.bench import periodic
 from nova_revert_lock.bench import report
 from nova_revert_lock.bench import venvs
 
@@ -54,6 +55,7 @@ EXPECTED_STATE = {'plain': 'patched', 'extension': 'patched',
                   'upstream': 'already-fixed'}
 READY_TIMEOUT = 600
 CYCLE_TIMEOUT = 180
+PERIODIC_TIMEOUT = 300
 
 
 class BenchError(Exception):
@@ -179,6 +181,74 @@ def _run_blocks(procs, blocks, serial, cpu):
     return records
 
 
+def _rotated(modes, shift):
+    shift %= len(modes)
+    return modes[shift:] + modes[:shift]
+
+
+def _periodic_order(scenarios, runs, modes):
+    """[(scenario, mode)...]: one mode at a time, the modes interleaved.
+
+    Run after run, scenario after scenario, each mode takes one turn, and
+    the order of the modes rotates from one turn to the next, so that each
+    mode runs as often first as last.
+    """
+    order = []
+    step = 0
+    for _run in range(runs):
+        for scenario in scenarios:
+            for mode in _rotated(list(modes), step):
+                order.append((scenario, mode))
+            step += 1
+    return order
+
+
+def _run_periodic(procs, scenarios, runs):
+    """Time the periodic task on every scenario host, in every mode."""
+    setup = {}
+    for mode in procs:
+        procs[mode].send(cmd='periodic_setup', scenarios=scenarios)
+    for mode in procs:
+        setup[mode] = procs[mode].receive(READY_TIMEOUT)
+    _log('periodic task: scenario hosts ready (%s)' % ', '.join(
+        '%s %.0f s' % (m, setup[m]['setup_s']) for m in procs))
+    _log('periodic task: set-up steps in %s mode: %s' % (
+        MODES[0], setup[MODES[0]]['steps']))
+    names = [s['name'] for s in scenarios]
+    samples = {name: {mode: [] for mode in procs} for name in names}
+    started = time.time()
+    for scenario, mode in _periodic_order(names, runs, procs):
+        procs[mode].send(cmd='periodic', scenario=scenario)
+        samples[scenario][mode].append(
+            procs[mode].receive(PERIODIC_TIMEOUT))
+    _log('periodic task: %d runs per scenario and mode in %.0f s' % (
+        runs, time.time() - started))
+    return {'runs': runs, 'scenarios': scenarios, 'samples': samples,
+            'setup_s': {m: setup[m]['setup_s'] for m in procs},
+            'wall_s': round(time.time() - started, 1),
+            'load': _load()}
+
+
+#: options whose values are this machine's paths: left out of the record
+_PATH_OPTIONS = ('--venv-dir', '--results-dir', '--upstream-python')
+
+
+def _command(argv):
+    """How the run was started, for the record, without local paths."""
+    words, skip = [], False
+    for word in argv:
+        if skip:
+            skip = False
+        elif word in _PATH_OPTIONS:
+            skip = True
+        elif not word.startswith(tuple(o + '=' for o in _PATH_OPTIONS)):
+            words.append(word)
+    command = ' '.join(['python -m nova_revert_lock.bench'] + words)
+    if os.environ.get('TOX_ENV_NAME'):
+        command += ' (tox -e %s)' % os.environ['TOX_ENV_NAME']
+    return command
+
+
 def _load():
     try:
         return ', '.join('%.1f' % v for v in os.getloadavg())
@@ -231,9 +301,35 @@ def parse_args(argv):
                              'must find the window')
     parser.add_argument('--activation-runs', type=int, default=5,
                         help='fresh processes timing activate() (default 5)')
+    group = parser.add_argument_group(
+        'periodic task', 'the cost of update_available_resource on loaded '
+        'hosts, timed after the cycles, one mode at a time')
+    group.add_argument('--periodic-runs', type=int, default=30,
+                       help='timed runs per scenario and mode (default 30; '
+                            '0: none)')
+    group.add_argument('--periodic-instances', type=int, default=200,
+                       help='instances on the one-node host (default 200)')
+    group.add_argument('--periodic-nodes', type=int, default=50,
+                       help='nodes of the multi-node host (default 50)')
+    group.add_argument('--periodic-node-instances', type=int, default=4,
+                       help='instances per node there (default 4)')
+    group.add_argument('--periodic-reverts', type=int, default=10,
+                       help='reverted migrations from the one-node host in '
+                            'the third scenario (default 10; 0: no third '
+                            'scenario)')
     args = parser.parse_args(argv)
-    if args.cycles < 1 or args.block < 1 or args.activation_runs < 0:
-        parser.error('--cycles and --block must be at least 1')
+    if args.cycles < 0 or args.block < 1 or args.activation_runs < 0:
+        parser.error('--cycles must be at least 0, --block at least 1')
+    if args.periodic_runs < 0 or args.periodic_reverts < 0:
+        parser.error('--periodic-runs and --periodic-reverts must be at '
+                     'least 0')
+    if (args.periodic_instances < 1 or args.periodic_nodes < 1 or
+            args.periodic_node_instances < 1):
+        parser.error('the periodic scenarios need at least one node and '
+                     'one instance per node')
+    if not args.cycles and not args.periodic_runs:
+        parser.error('nothing to measure: --cycles and --periodic-runs '
+                     'are both 0')
     return args
 
 
@@ -243,10 +339,7 @@ def run(args):
         'date': datetime.date.today().isoformat(),
         'cpus': os.cpu_count(),
         'load_start': _load(),
-        'command': ('tox -e %s' % os.environ['TOX_ENV_NAME']
-                    if os.environ.get('TOX_ENV_NAME') else
-                    'python -m nova_revert_lock.bench --cycles %d'
-                    % args.cycles),
+        'command': _command(sys.argv[1:]),
         'layout': ('modes run one after another per block' if args.serial
                    else 'the three mode processes run each block '
                         'together'),
@@ -288,12 +381,19 @@ def run(args):
         for mode in MODES:
             procs[mode].send(cmd='samples')
             samples[mode] = procs[mode].receive(READY_TIMEOUT)['samples']
+        periodic_data = None
+        if args.periodic_runs:
+            periodic_data = _run_periodic(procs, periodic.scenarios(
+                args.periodic_instances, args.periodic_nodes,
+                args.periodic_node_instances, args.periodic_reverts),
+                args.periodic_runs)
     finally:
         for proc in procs.values():
             proc.close()
     environment['load_end'] = _load()
     return {'cycles': args.cycles, 'records': records, 'samples': samples,
             'ready': ready, 'activation': activation,
+            'periodic': periodic_data,
             'settings': {'block': args.block,
                          'hammer_sleep': args.hammer_sleep,
                          'probe_interval': args.probe_interval,
@@ -321,13 +421,20 @@ def validity_problems(result):
         if count:
             problems.append('%d %s cycles failed to complete: %s' % (
                 count, mode, '; '.join(result['failures'][mode][:2])))
-    if not result['wrong_cycles']['plain']:
+    if result['cycles'] and not result['wrong_cycles']['plain']:
         problems.append('plain Nova showed no wrong cycle: the harness did '
                         'not race')
     if result['wrong_cycles']['extension']:
         problems.append('the extension left wrong books in %d cycles (%s)'
                         % (result['wrong_cycles']['extension'],
                            result['wrong_categories']['extension']))
+    for name, per_mode in sorted(result['periodic_wrong_runs'].items()):
+        for mode in MODES:
+            if per_mode.get(mode):
+                problems.append(
+                    '%s: %d periodic task runs left wrong books in %s '
+                    'mode (a node failed, or counted its instances other '
+                    'than once)' % (name, per_mode[mode], mode))
     return problems
 
 
@@ -343,13 +450,15 @@ def main(argv=None):
     result = report.summarize(data)
     with open(os.path.join(args.results_dir, 'bench.json'), 'w') as f:
         json.dump(result, f, indent=2)
-    image = os.path.join(args.results_dir, 'lock_hold.png')
-    try:
-        report.plot(data, image)
-        result['plot'] = os.path.abspath(image)
-    except ImportError:
-        _log('matplotlib is not installed here: no plot')
-        image = None
+    image = None
+    if args.cycles:
+        image = os.path.join(args.results_dir, 'lock_hold.png')
+        try:
+            report.plot(data, image)
+            result['plot'] = os.path.abspath(image)
+        except ImportError:
+            _log('matplotlib is not installed here: no plot')
+            image = None
     if args.write_docs:
         _write_docs(result, image)
     if args.format == 'json':

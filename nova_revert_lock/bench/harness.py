@@ -21,7 +21,9 @@ Nova's own functional services (API, conductor, scheduler, placement
 fixture, two computes on the fake driver, sqlite) through
 :class:`~nova_revert_lock.tests.functional.base.RaceMixin`, says ``ready``
 and then serves the driver, one JSON line each way: ``run`` a block of
-cycles, hand over the ``samples``, ``quit``.
+cycles, hand over the ``samples``, start the loaded hosts of the periodic
+task's scenarios (``periodic_setup``, see :mod:`.periodic`) and time one
+``periodic`` task on one of them, ``quit``.
 
 A cycle cold-migrates the one server to the other host, then confirms or
 reverts. Throughout a block every compute is hammered by its periodic task
@@ -192,6 +194,9 @@ class Bench(object):
         self.hold = {k: collections.defaultdict(list) for k in KINDS}
         self.wait = {k: collections.defaultdict(list) for k in KINDS}
         self.expected = {}
+        #: database API and placement calls, counted by the yields
+        self.calls = collections.Counter()
+        self.periodic = None
         self.server = None
         self.vcpus = 1
         self.probe = locking.tracker_lock(mixins.LOCK_REFS).synchronized()(
@@ -219,12 +224,19 @@ class Bench(object):
         from nova.scheduler.client import report
 
         sleep = self.eventlet.sleep
+        calls = self.calls
 
-        def yielding(func):
+        def yielding(func, kind):
+            # NOTE: counted by kind and by function, so that the periodic
+            # task's runs can tell which calls a mode adds.
+            name = '%s.%s' % (kind, func.__name__)
+
             def call(*args, **kwargs):
                 try:
                     return func(*args, **kwargs)
                 finally:
+                    calls[kind] += 1
+                    calls[name] += 1
                     sleep(0)
             return call
 
@@ -234,13 +246,13 @@ class Bench(object):
                 params = list(inspect.signature(func).parameters)
                 if params and params[0] == 'context':
                     self.case.stub_out('nova.db.api.' + name,
-                                       yielding(func))
+                                       yielding(func, 'db'))
         for name in ('get', 'post', 'put', 'delete'):
             if hasattr(report.SchedulerReportClient, name):
                 self.case.stub_out(
                     'nova.scheduler.client.report.SchedulerReportClient.' +
                     name, yielding(getattr(report.SchedulerReportClient,
-                                           name)))
+                                           name), 'placement'))
 
     def _install_hooks(self, nova_manager):
         bench = self
@@ -480,6 +492,17 @@ class Bench(object):
         self.server = None
         self.boot()
 
+    # -- the periodic task's cost ---------------------------------------------
+
+    def periodic_setup(self, specs):
+        """Start the scenario hosts of :mod:`.periodic`; after the cycles."""
+        from nova_revert_lock.bench import periodic
+        self.periodic = periodic.PeriodicBench(self.case, self.calls)
+        return self.periodic.setup(specs)
+
+    def periodic_run(self, name):
+        return self.periodic.run(name)
+
     # -- samples --------------------------------------------------------------
 
     def samples(self):
@@ -565,6 +588,10 @@ class Channel(object):
                           wall_s=_now() - wall)
             elif cmd == 'samples':
                 self.send(samples=bench.samples())
+            elif cmd == 'periodic_setup':
+                self.send(**bench.periodic_setup(message['scenarios']))
+            elif cmd == 'periodic':
+                self.send(**bench.periodic_run(message['scenario']))
             else:
                 self.send(bye=True)
                 return

@@ -64,8 +64,11 @@ The look-up runs through the conductor in a real nova-compute, so it uses
 only filters that survive RPC serialization (no ``changes-since``
 datetime): the most recently updated ``reverted`` migrations from this
 host, at most :data:`RECENT_REVERTS`. The instances are fetched only for
-those that neither upstream read saw, which is almost never. Drivers that
-cannot resize (Ironic) skip the look-up.
+those that neither upstream read saw, and once only for a revert whose
+instance has since moved on to another host or been deleted: such a
+migration is remembered as settled, so that a host with a history of
+reverts does not fetch those instances on every run. Drivers that cannot
+resize (Ironic) skip the look-up.
 """
 
 import collections
@@ -118,6 +121,8 @@ class SourceWindowTracker(object):
     _nrl_node = None
     #: nodename -> uuids of the migrations logged at INFO already
     _nrl_logged = None
+    #: nodename -> ids of reverted migrations that can never need counting
+    _nrl_settled = None
     #: True while the look-up fails (logged once, then at DEBUG)
     _nrl_failing = False
 
@@ -215,8 +220,16 @@ class SourceWindowTracker(object):
             context, {'source_compute': self.host, 'status': 'reverted'},
             sort_keys=['updated_at', 'id'], sort_dirs=['desc', 'desc'],
             limit=RECENT_REVERTS)
+        if self._nrl_settled is None:
+            self._nrl_settled = {}
+        # NOTE: only ids still among the recent ones are kept, so the set
+        # holds RECENT_REVERTS ids per node at most.
+        settled = self._nrl_settled[nodename] = (
+            self._nrl_settled.get(nodename, set()) &
+            set(m.id for m in recent))
         for m in recent:
-            if outgoing(m) and m.instance_uuid not in moving:
+            if (outgoing(m) and m.instance_uuid not in moving and
+                    m.id not in settled):
                 candidates.setdefault(m.instance_uuid, m)
         if not candidates:
             return []
@@ -225,9 +238,19 @@ class SourceWindowTracker(object):
             expected_attrs=_INSTANCE_ATTRS)
         found = []
         for instance in instances:
-            migration = candidates[instance.uuid]
+            migration = candidates.pop(instance.uuid)
             if self._nrl_reverting(instance, migration, nodename):
                 found.append((migration, instance))
+            elif (migration.status == 'reverted' and
+                  instance.task_state != task_states.RESIZE_REVERTING and
+                  not self._nrl_landed(instance, nodename)):
+                # The revert is over and the instance is not here: it has
+                # moved on since (or the revert failed). A reverted
+                # migration is final; nothing can make it count again.
+                settled.add(migration.id)
+        # Left: instances deleted since their revert.
+        settled.update(m.id for m in candidates.values()
+                       if m.status == 'reverted')
         return found
 
     def _nrl_reverting(self, instance, migration, nodename):

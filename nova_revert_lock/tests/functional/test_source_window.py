@@ -213,6 +213,42 @@ class SourceWindowTest(_WindowTestBase):
         self.assertEqual([1] * 10, [vcpus for _l, vcpus in self.probes])
         self._assert_healed()
 
+    def test_settled_reverts_are_fetched_once(self):
+        # A revert from the source whose instance has moved on to another
+        # host since: the look-up reads the instance once, then remembers
+        # the migration as settled.
+        flavor = objects.Flavor.get_by_flavor_id(self.ctxt,
+                                                 self.flavor_small)
+        moved = self._boot(self.flavor_small, host=self.dest)
+        objects.Migration(
+            context=self.ctxt, instance_uuid=moved['id'],
+            source_compute=self.source, source_node=self.source,
+            dest_compute=self.dest, dest_node=self.dest,
+            migration_type='resize', status='reverted',
+            old_instance_type_id=flavor.id,
+            new_instance_type_id=flavor.id).create()
+        fetched = []
+        orig = objects.InstanceList.get_by_filters
+
+        def get_by_filters(cls, context, filters, *args, **kwargs):
+            if 'uuid' in filters:
+                fetched.append(list(filters['uuid']))
+            return orig(context, filters, *args, **kwargs)
+
+        self.stub_out('nova.objects.InstanceList.get_by_filters',
+                      get_by_filters)
+        for _i in range(3):
+            self.run_periodic(self.source)
+        self.assertEqual([[moved['id']]], fetched)
+        self.assertEqual(0, self.vcpus_used(self.source))
+        self.admin_api.delete_server(moved['id'])
+        self._wait_gone(moved['id'])
+        # A revert that is not settled is still looked at on every run.
+        self._probed_revert()
+        self.assertEqual([(label, 1) for label in WINDOW] + [(LANDED, 1)],
+                         self.probes)
+        self._assert_healed()
+
     def test_failed_look_up_counts_as_upstream(self):
         def broken(*args, **kwargs):
             raise RuntimeError('database gone')

@@ -19,9 +19,11 @@ not enforce them.
 import os
 import tempfile
 import unittest
+from unittest import mock
 
 from nova_revert_lock.bench import driver
 from nova_revert_lock.bench import harness
+from nova_revert_lock.bench import periodic
 from nova_revert_lock.bench import report
 
 
@@ -66,6 +68,30 @@ def _run():
             'settings': {'probe_interval': 0.02}, 'environment': {}}
 
 
+def _periodic_run(ms, cpu_ms=None, db=5, wrong=0, extra=None):
+    calls = {'db.instance_get_all_by_host_and_node': 1}
+    calls.update(extra or {})
+    return {'ms': ms, 'cpu_ms': ms / 2.0 if cpu_ms is None else cpu_ms,
+            'db_calls': db, 'placement_calls': 1, 'calls': calls,
+            'wrong_nodes': wrong}
+
+
+def _periodic_data():
+    specs = periodic.scenarios(200, 50, 4, 10)
+    samples = {}
+    for spec in specs:
+        samples[spec['name']] = {
+            'plain': [_periodic_run(v) for v in (100, 110, 120)],
+            'extension': [_periodic_run(v, db=6, extra={
+                'db.migration_get_all_by_filters': 1})
+                for v in (104, 112, 300)],
+            'upstream': [_periodic_run(v) for v in (98, 100, 102)],
+        }
+    return {'runs': 3, 'scenarios': specs, 'samples': samples,
+            'setup_s': {m: 1.0 for m in harness.MODES}, 'wall_s': 9.0,
+            'load': '1.0, 1.0, 1.0'}
+
+
 class PercentileTest(unittest.TestCase):
 
     def test_interpolates(self):
@@ -82,6 +108,140 @@ class BlocksTest(unittest.TestCase):
         self.assertEqual([('confirm', 10), ('revert', 10), ('confirm', 10),
                           ('revert', 10), ('confirm', 5), ('revert', 5)],
                          blocks)
+
+
+class PeriodicOrderTest(unittest.TestCase):
+
+    def test_one_mode_at_a_time_rotating(self):
+        order = driver._periodic_order(['a', 'b'], 3, harness.MODES)
+        self.assertEqual(3 * 2 * len(harness.MODES), len(order))
+        # every scenario and mode the same number of times
+        for name in ('a', 'b'):
+            for mode in harness.MODES:
+                self.assertEqual(3, order.count((name, mode)))
+        # each turn of the modes starts with another mode
+        firsts = [order[i][1] for i in range(0, len(order), 3)]
+        self.assertEqual(list(harness.MODES) * 2, firsts)
+        self.assertEqual(['a', 'a', 'a', 'b', 'b', 'b'],
+                         [scenario for scenario, _m in order[:6]])
+
+
+class PeriodicScenariosTest(unittest.TestCase):
+
+    def test_sizes_and_labels(self):
+        specs = periodic.scenarios(200, 50, 4, 10)
+        self.assertEqual(['one-node', 'many-nodes', 'one-node-reverts'],
+                         [s['name'] for s in specs])
+        self.assertEqual((1, 200, 0), (specs[0]['nodes'],
+                                       specs[0]['instances'],
+                                       specs[0]['reverts']))
+        self.assertEqual((50, 4), (specs[1]['nodes'], specs[1]['instances']))
+        self.assertEqual(10, specs[2]['reverts'])
+        self.assertEqual('50 nodes x 4 instances', specs[1]['label'])
+
+    def test_no_reverts_no_third_scenario(self):
+        self.assertEqual(2, len(periodic.scenarios(10, 2, 1, 0)))
+
+
+class PeriodicSummaryTest(unittest.TestCase):
+
+    def _result(self, cycles=1):
+        run = _run()
+        run['periodic'] = _periodic_data()
+        if not cycles:
+            run['cycles'] = 0
+            run['records'] = {m: [] for m in harness.MODES}
+            run['samples'] = {}
+            run['activation'] = []
+        return report.summarize(run)
+
+    def test_median_p95_and_ratio_per_scenario(self):
+        result = self._result()
+        wall = result['periodic_ms']['one-node']
+        self.assertEqual(112.0, wall['extension']['median'])
+        self.assertEqual(100.0, wall['upstream']['median'])
+        self.assertEqual(3, wall['plain']['n'])
+        self.assertEqual(round(report.percentile([104, 112, 300], 95), 2),
+                         wall['extension']['p95'])
+        self.assertEqual({'one-node': 1.12, 'many-nodes': 1.12,
+                          'one-node-reverts': 1.12},
+                         result['periodic_ratio_vs_upstream'])
+        self.assertEqual(1.12, result['periodic_cpu_ratio_vs_upstream'][
+            'many-nodes'])
+        calls = result['periodic_calls']['many-nodes']
+        self.assertEqual(6, calls['extension']['db'])
+        self.assertEqual(1, calls['extension']['by_call'][
+            'db.migration_get_all_by_filters'])
+        self.assertNotIn('db.migration_get_all_by_filters',
+                         calls['upstream']['by_call'])
+        self.assertEqual(['one-node', 'many-nodes', 'one-node-reverts'],
+                         [s['name'] for s in result['periodic_scenarios']])
+        self.assertEqual(3, result['periodic_settings']['runs'])
+
+    def test_targets_per_scenario(self):
+        result = self._result()
+        targets = [t for t in result['targets']
+                   if t['part'] == report.PERIODIC]
+        self.assertEqual(3, len(targets))
+        self.assertFalse(any(t['met'] for t in targets))
+        self.assertIn('50 nodes x 4 instances', targets[1]['name'])
+        self.assertEqual([], driver.validity_problems(result))
+
+    def test_wrong_books_invalidate(self):
+        run = _run()
+        run['periodic'] = _periodic_data()
+        run['periodic']['samples']['many-nodes']['extension'][0][
+            'wrong_nodes'] = 3
+        result = report.summarize(run)
+        self.assertEqual(1, result['periodic_wrong_runs']['many-nodes'][
+            'extension'])
+        problems = driver.validity_problems(result)
+        self.assertEqual(1, len(problems))
+        self.assertIn('many-nodes', problems[0])
+
+    def test_table_parts(self):
+        result = self._result()
+        both = '\n'.join(report.table(result))
+        self.assertIn('Race exposure', both)
+        self.assertIn('50 nodes x 4 instances', both)
+        race = '\n'.join(report.table(result, (report.RACE,)))
+        self.assertNotIn('50 nodes x 4 instances', race)
+        self.assertNotIn('periodic task, extension', race)
+        alone = '\n'.join(report.table(result, (report.PERIODIC,)))
+        self.assertNotIn('Race exposure', alone)
+        self.assertIn('median periodic task, extension / upstream', alone)
+
+    def test_periodic_alone(self):
+        result = self._result(cycles=0)
+        self.assertEqual([report.PERIODIC] * 3,
+                         [t['part'] for t in result['targets']])
+        self.assertEqual([], driver.validity_problems(result))
+        self.assertNotIn('Race exposure', '\n'.join(report.table(result)))
+
+    def test_no_periodic_runs(self):
+        result = report.summarize(_run())
+        self.assertEqual({}, result['periodic_ms'])
+        self.assertEqual({}, result['periodic_ratio_vs_upstream'])
+        self.assertNotIn('Periodic task', '\n'.join(report.table(result)))
+
+
+class DriverArgsTest(unittest.TestCase):
+
+    def test_periodic_alone_allowed(self):
+        args = driver.parse_args(['--cycles', '0', '--periodic-runs', '5'])
+        self.assertEqual((0, 5), (args.cycles, args.periodic_runs))
+
+    def test_nothing_to_measure(self):
+        with mock.patch('sys.stderr'):
+            self.assertRaises(SystemExit, driver.parse_args,
+                              ['--cycles', '0', '--periodic-runs', '0'])
+
+    def test_command_leaves_local_paths_out(self):
+        with mock.patch.dict(os.environ, {'TOX_ENV_NAME': 'bench'}):
+            self.assertEqual(
+                'python -m nova_revert_lock.bench --cycles 0 (tox -e bench)',
+                driver._command(['--venv-dir', '/x/y', '--cycles', '0',
+                                 '--results-dir=/r']))
 
 
 class SummaryTest(unittest.TestCase):
@@ -138,3 +298,44 @@ class DocsTest(unittest.TestCase):
         self.assertIn('.. image:: images/x.png', text)
         self.assertTrue(text.startswith('Title\n'))
         self.assertTrue(text.rstrip().endswith('After'))
+
+    def _doc(self):
+        fd, path = tempfile.mkstemp(suffix='.rst')
+        os.close(fd)
+        self.addCleanup(os.remove, path)
+        with open(path, 'w') as f:
+            f.write('Title\n=====\n\n%s\nRACE\n%s\n\n%s\nSTALE\n%s\n'
+                    '\nAfter\n' % (
+                        report.DOC_BEGIN, report.DOC_END,
+                        report.PERIODIC_DOC_BEGIN, report.PERIODIC_DOC_END))
+        return path
+
+    def test_periodic_alone_keeps_the_race_section(self):
+        run = _run()
+        run.update(cycles=0, records={m: [] for m in harness.MODES},
+                   samples={}, activation=[], periodic=_periodic_data())
+        result = report.summarize(run)
+        path = self._doc()
+        report.write_docs(path, result, 'images/x.png')
+        with open(path) as f:
+            text = f.read()
+        self.assertIn('\nRACE\n', text)
+        self.assertNotIn('STALE', text)
+        self.assertEqual(1, text.count(report.PERIODIC_DOC_BEGIN))
+        self.assertIn('1 node x 200 instances, 10 reverted migrations',
+                      text)
+        self.assertNotIn('.. image::', text)
+        self.assertTrue(text.rstrip().endswith('After'))
+        for line in text.splitlines():
+            if not line.startswith(('.. BENCH', '   ')):
+                self.assertLessEqual(len(line), 79, line)
+
+    def test_race_alone_keeps_the_periodic_section(self):
+        result = report.summarize(_run())
+        path = self._doc()
+        report.write_docs(path, result, 'images/x.png')
+        with open(path) as f:
+            text = f.read()
+        self.assertIn('\nSTALE\n', text)
+        self.assertNotIn('\nRACE\n', text)
+        self.assertIn('.. image:: images/x.png', text)

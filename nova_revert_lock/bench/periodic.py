@@ -1,0 +1,220 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The periodic task's own cost, on loaded hosts, in one mode process.
+
+Used by :mod:`.harness` inside the started Nova test case. Each scenario
+gets a compute host of its own, started after the race cycles (so that
+the scheduler never picks it for them) on ``fake.FakeDriver``, whose
+capacity (1,000 vCPUs) holds every instance placed on it:
+
+* ``nodes`` nodes, reported by the fake driver as Nova's functional tests
+  make a multi-node compute (``driver._set_nodes``), each created by one
+  periodic task before any timing;
+* ``instances`` instance records per node, written directly to the
+  database with host, node and flavor set (``Instance.create()``). The
+  periodic task only reads instances, so this is the load it sees from
+  booted servers, without the boot;
+* ``reverts`` ``reverted`` migrations from the host's first node, as a
+  host that has served reverts for a while has: half of them of
+  instances back on the node, half of instances that have moved on to
+  another host since. The extension's look-up reads them and, for the
+  latter, the instances too; upstream reads neither.
+
+A run times one ``update_available_resource`` of the host's compute
+manager, as the periodic task calls it: every node, the database reads,
+the placement updates and, with the extension, its look-up. It counts
+the database API and placement calls the run made and checks the books
+afterwards: each node must count its own instances exactly once.
+"""
+
+import time
+
+from oslo_utils import timeutils
+from oslo_utils import uuidutils
+
+#: The driver the scenario hosts run: big enough for every instance.
+DRIVER = 'fake.FakeDriver'
+HOST_PREFIX = 'periodic-'
+#: Where the instances of the "moved on" reverts live now.
+ELSEWHERE = 'periodic-elsewhere'
+
+
+def scenarios(instances, nodes, node_instances, reverts):
+    """The scenario list the driver sends to every mode process.
+
+    :param instances: instances on the one node of the first scenario
+        (and of the third, which adds ``reverts``)
+    :param nodes: nodes of the second scenario
+    :param node_instances: instances per node of the second scenario
+    :param reverts: reverted migrations of the third scenario (0: no
+        third scenario)
+    :returns: list of dicts with ``name``, ``label``, ``nodes``,
+        ``instances`` (per node) and ``reverts``
+    """
+    found = [
+        {'name': 'one-node', 'nodes': 1, 'instances': instances,
+         'reverts': 0,
+         'label': '1 node x %d instances' % instances},
+        {'name': 'many-nodes', 'nodes': nodes, 'instances': node_instances,
+         'reverts': 0,
+         'label': '%d nodes x %d instances' % (nodes, node_instances)},
+    ]
+    if reverts:
+        found.append(
+            {'name': 'one-node-reverts', 'nodes': 1, 'instances': instances,
+             'reverts': reverts,
+             'label': '1 node x %d instances, %d reverted migrations'
+                      % (instances, reverts)})
+    return found
+
+
+class PeriodicBench(object):
+    """Scenario hosts of one mode process, and the timed runs.
+
+    :param case: the started Nova test case (``RaceMixin`` helpers)
+    :param calls: ``collections.Counter`` that the harness's yielding
+        wrappers increment per call (keys ``db`` and ``placement``)
+    """
+
+    def __init__(self, case, calls):
+        from nova import context as nova_context
+        from nova import objects
+
+        self.case = case
+        self.calls = calls
+        self.objects = objects
+        self.nova_context = nova_context
+        self.ctxt = nova_context.get_admin_context()
+        self.hosts = {}         # scenario name -> host
+        self.expected = {}      # scenario name -> vCPUs per node
+        self.steps = {}         # scenario name -> set-up step -> seconds
+        self.flavor = None
+
+    def setup(self, specs):
+        """Start a host per scenario and write its load; time nothing."""
+        started = time.time()
+        self.flavor = self.objects.Flavor.get_by_flavor_id(
+            self.ctxt, self.case.flavor_small)
+        previous = self.case.flags
+        driver = _current_driver()
+        # NOTE: the race cycles' hosts keep their driver; only the hosts
+        # started here get the big one.
+        previous(compute_driver=DRIVER)
+        try:
+            for spec in specs:
+                self._setup_one(spec)
+        finally:
+            previous(compute_driver=driver)
+        # NOTE: every service of the process saves its heartbeat every 10 s
+        # (report_interval). A turn of the modes takes about as long, so
+        # the heartbeats fall into the same mode's runs turn after turn
+        # and bias them; they have nothing to do with the periodic task.
+        self.case.stub_out('nova.objects.Service.save', _no_heartbeat)
+        return {'setup_s': round(time.time() - started, 1),
+                'steps': self.steps, 'hosts': dict(self.hosts)}
+
+    def _setup_one(self, spec):
+        host = HOST_PREFIX + spec['name']
+        steps = self.steps.setdefault(spec['name'], {})
+        started = time.time()
+        compute = self.case._start_compute(host)
+        nodes = [host] + ['%s-node%02d' % (host, i)
+                          for i in range(1, spec['nodes'])]
+        compute.manager.driver._set_nodes(nodes)
+        # Creates the other nodes' records and resource providers.
+        compute.manager.update_available_resource(self._context())
+        steps['nodes_s'] = round(time.time() - started, 1)
+        started = time.time()
+        instances = []
+        for node in nodes:
+            for _i in range(spec['instances']):
+                instances.append(self._instance(host, node))
+        for i in range(spec['reverts']):
+            if i % 2:
+                instance = self._instance(ELSEWHERE, ELSEWHERE)
+            else:
+                instance = instances[i]
+            self._reverted(host, nodes[0], instance)
+        self.hosts[spec['name']] = host
+        self.expected[spec['name']] = spec['instances'] * self.flavor.vcpus
+        steps['load_s'] = round(time.time() - started, 1)
+        # NOTE: one run untimed: the first run after the load was written
+        # updates every node's record and inventory.
+        started = time.time()
+        self.run(spec['name'])
+        steps['first_run_s'] = round(time.time() - started, 1)
+
+    def _context(self):
+        # NOTE: a context per run: oslo.db keeps the transaction on it.
+        return self.nova_context.get_admin_context()
+
+    def _instance(self, host, node):
+        flavor = self.flavor
+        instance = self.objects.Instance(
+            context=self.ctxt, uuid=uuidutils.generate_uuid(),
+            project_id='periodic-bench', user_id='periodic-bench',
+            host=host, node=node, vm_state='active', power_state=1,
+            task_state=None, instance_type_id=flavor.id, flavor=flavor,
+            old_flavor=None, new_flavor=None, memory_mb=flavor.memory_mb,
+            vcpus=flavor.vcpus, root_gb=flavor.root_gb,
+            ephemeral_gb=flavor.ephemeral_gb, launched_at=timeutils.utcnow(),
+            numa_topology=None, system_metadata={})
+        instance.create()
+        return instance
+
+    def _reverted(self, host, node, instance):
+        migration = self.objects.Migration(
+            context=self.ctxt, instance_uuid=instance.uuid,
+            source_compute=host, source_node=node,
+            dest_compute=ELSEWHERE, dest_node=ELSEWHERE,
+            migration_type='resize', status='reverted',
+            old_instance_type_id=self.flavor.id,
+            new_instance_type_id=self.flavor.id)
+        migration.create()
+        return migration
+
+    def run(self, name):
+        """One timed periodic task on the scenario's host.
+
+        :returns: dict with ``ms`` (wall), ``cpu_ms``, ``db_calls``,
+            ``placement_calls``, ``calls`` (function name -> calls, e.g.
+            ``db.migration_get_all_by_filters``) and ``wrong_nodes`` (nodes
+            whose vCPU usage is not their instances' after the run)
+        """
+        host = self.hosts[name]
+        manager = self.case.computes[host].manager
+        ctxt = self._context()
+        before = dict(self.calls)
+        cpu, wall = time.process_time(), time.perf_counter()
+        manager.update_available_resource(ctxt)
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        calls = {k: n - before.get(k, 0) for k, n in self.calls.items()
+                 if n != before.get(k, 0)}
+        expected = self.expected[name]
+        # NOTE: the manager logs a node's failure and goes on; a broken
+        # run would look fast. The books say whether it did the work.
+        wrong = sorted(node for node, cn in manager.rt.compute_nodes.items()
+                       if cn.vcpus_used != expected)
+        return {'ms': round(wall * 1e3, 3), 'cpu_ms': round(cpu * 1e3, 3),
+                'db_calls': calls.pop('db', 0),
+                'placement_calls': calls.pop('placement', 0),
+                'calls': calls, 'wrong_nodes': len(wrong)}
+
+
+def _no_heartbeat(service):
+    """Service.save while the runs are timed: the heartbeat only."""
+
+
+def _current_driver():
+    from oslo_config import cfg
+    return cfg.CONF.compute_driver
