@@ -32,7 +32,7 @@ def _cloud(args):
 def cmd_up(args):
     c = _cloud(args)
     try:
-        c.up(plain=args.plain)
+        c.up(mode='plain' if args.plain else args.mode)
     except cloud_mod.UpError as e:
         sys.stderr.write('cloud up: %s\n' % e)
         return 1
@@ -121,8 +121,13 @@ def build_parser():
     sub.required = True
     up = sub.add_parser('up', help='start the cloud')
     up.add_argument('--series', choices=sorted(SERIES), default='ussuri')
+    up.add_argument('--mode', choices=('mixed', 'plain', 'wrapper'),
+                    default='mixed',
+                    help='mixed: two computes through '
+                         'nova-compute-revert-lock, one plain (default); '
+                         'plain or wrapper: all three so')
     up.add_argument('--plain', action='store_true',
-                    help='every compute plain nova-compute (the baseline)')
+                    help='same as --mode plain (the baseline)')
     up.set_defaults(func=cmd_up)
     down = sub.add_parser('down', help='stop what up started')
     down.set_defaults(func=cmd_down)

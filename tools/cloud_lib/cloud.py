@@ -468,19 +468,25 @@ class Cloud(object):
                                    self.log('check-%s' % host))
         return state
 
-    def start_compute(self, host, mode):
+    def start_compute(self, host, mode, log_suffix=''):
         name = 'nova-compute-%s' % host
         binary = ('nova-compute-revert-lock' if mode == 'wrapper'
                   else 'nova-compute')
         argv = [self.bin(binary), '--config-file', self.compute_conf(host)]
-        entry = self._start(name, argv, None, host=host, mode=mode)
+        log = self.log(name + log_suffix)
+        pid = procs.start(name, argv, log)
+        entry = {'name': name, 'pid': pid, 'argv0': argv[0], 'port': None,
+                 'log': log, 'start_id': procs.starttime(pid), 'host': host,
+                 'mode': mode}
+        self.state.services.append(entry)
+        self.state.save()
         return entry
 
     def computes(self):
         return [{'host': s['host'], 'mode': s['mode']}
                 for s in self.state.services if s.get('host')]
 
-    def up(self, plain=False):
+    def up(self, mode='mixed'):
         if self.state and self.state.running():
             raise UpError('the cloud in %s is already up (%d processes); '
                           'tools/cloud down first' % (
@@ -498,11 +504,11 @@ class Cloud(object):
             'series': self.series, 'venv': self.venv, 'ports': self.ports,
             'rabbit_node': 'nrl-cloud-%d@localhost' % self.ports['rabbitmq'],
             'services': [], 'started_at': time.time(),
-            'nova_version': self.info['nova'], 'plain': plain})
+            'nova_version': self.info['nova'], 'mode': mode})
         self.state.save()
         started = time.monotonic()
         try:
-            self._up(plain)
+            self._up(mode)
         except procs.StartError:
             self.down(quiet=True)
             raise
@@ -514,7 +520,7 @@ class Cloud(object):
         say('up in %.0fs: %s' % (self.state.data['up_seconds'],
                                  self.state_dir))
 
-    def _up(self, plain):
+    def _up(self, mode):
         say('MariaDB on 127.0.0.1:%d' % self.ports['mariadb'])
         self._mariadb()
         say('RabbitMQ on 127.0.0.1:%d' % self.ports['rabbitmq'])
@@ -555,7 +561,7 @@ class Cloud(object):
             self._wait_port(entry, 180)
             say('%s on 127.0.0.1:%d' % (entry['name'], entry['port']))
         self._venv_python('glance', 'image')
-        modes = [(h, 'plain' if plain else m) for h, m in COMPUTES]
+        modes = [(h, m if mode == 'mixed' else mode) for h, m in COMPUTES]
         for host, mode in modes:
             self.write_compute_conf(host)
             if mode == 'wrapper':
@@ -590,14 +596,18 @@ class Cloud(object):
 
     def restart_compute(self, host, mode):
         """Stop one compute by its pid; start it again as ``mode``."""
+        retired = self.state.data.setdefault('retired', [])
         for s in list(self.state.services):
             if s.get('host') == host:
                 procs.stop(s['pid'], s['start_id'])
                 self.state.services.remove(s)
+                retired.append(s)
         self.state.save()
         if mode == 'wrapper':
             self.check(host)
-        entry = self.start_compute(host, mode)
+        # NOTE: a log per process, so that what the host logged as plain
+        # and as wrapper can be judged apart.
+        entry = self.start_compute(host, mode, '-%d' % len(retired))
         # NOTE: up again when the service reports in: its RPC server
         # consumes from the compute topic from then on.
         deadline = time.monotonic() + 120
@@ -647,6 +657,7 @@ class Cloud(object):
                              'running': id(s) in running})
         return {
             'state_dir': self.state_dir,
+            'mode': self.state.data.get('mode') if self.state else None,
             'series': self.series,
             'clouds_yaml': self.clouds_yaml,
             'nova_conf': self.conf('nova.conf'),
