@@ -18,6 +18,7 @@ import os
 import subprocess
 import sys
 import time
+import traceback
 
 from cloud_lib import cloud as cloud_mod
 from cloud_lib import logcheck
@@ -182,6 +183,7 @@ def cmd_rolling(args):
     except procs.StartError as e:
         sys.stderr.write('cloud rolling: %s: %s\n%s\n' % (
             e.name, e.reason, procs.tail(e.log)))
+        _venv_script(c, 'rolling.py', 'cleanup', path)
         return 1
     print('rolling: %s restarted through nova-compute-revert-lock in %.1fs'
           % (host, time.monotonic() - started))
@@ -278,6 +280,9 @@ def sequence(state_dir, series, cycles, tempest_concurrency=2):
             if _step(results, 'logs %s' % mode, check_logs, c,
                      state_dir) != 0:
                 problems.append('logs of the %s cloud' % mode)
+        except Exception as e:  # noqa: BLE001 - reported, then down
+            traceback.print_exc()
+            problems.append('%s cloud: %s: %s' % (mode, type(e).__name__, e))
         finally:
             try:
                 _step(results, 'down %s' % mode, c.down)

@@ -608,21 +608,29 @@ class Cloud(object):
         # NOTE: a log per process, so that what the host logged as plain
         # and as wrapper can be judged apart.
         entry = self.start_compute(host, mode, '-%d' % len(retired))
-        # NOTE: up again when the service reports in: its RPC server
-        # consumes from the compute topic from then on.
+        # NOTE: up again when its RPC server answers: Nova starts it
+        # after init_host, so from then on confirm and revert casts to
+        # the host are consumed by the new process. The wrapper answers
+        # `status`; a plain compute answers it with UnsupportedVersion.
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             if not procs.alive(entry['pid'], entry['start_id']):
                 raise procs.StartError(entry['name'], 'exited', entry['log'])
-            with open(entry['log'], 'rb') as f:
-                text = f.read().decode('utf-8', 'replace')
-            if 'Updating compute node' in text or (
-                    'Compute node record' in text) or (
-                    'Final resource view' in text):
+            proc = subprocess.run(
+                [self.bin('nova-revert-lock'), 'status', '--host', host,
+                 '--config-file', self.conf('nova.conf'), '--timeout', '3',
+                 '--format', 'json'], stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL, universal_newlines=True,
+                timeout=60)
+            try:
+                row = json.loads(proc.stdout)[0]
+            except (ValueError, IndexError):
+                row = {}
+            if row.get('reachable'):
                 return entry
-            time.sleep(0.5)
-        raise procs.StartError(entry['name'], 'no resource update within '
-                               '120s', entry['log'])
+            time.sleep(1)
+        raise procs.StartError(entry['name'], 'no RPC answer within 120s',
+                               entry['log'])
 
     # -- down -------------------------------------------------------------
 

@@ -23,41 +23,37 @@ cannot make room for a wrapper's errors.
 import re
 
 OURS = re.compile(r' (ERROR|CRITICAL) nova_revert_lock[.\s]')
-ERROR = re.compile(r'^\S+ \S+ \d+ ERROR ')
-PROBE = re.compile(r'UnsupportedVersion|nova_revert_lock\.status|'
-                   r'namespace nova_revert_lock|Endpoint does not support '
-                   r'RPC version')
+#: date, time, pid, level, logger
+LINE = re.compile(r'^(\S+ \S+) (\d+) (ERROR|CRITICAL) (\S+)')
+PROBE = re.compile(r'UnsupportedVersion.*get_status')
 
 
 def _errors(path):
-    """(ERROR lines, of them from status probes, lines from us)."""
-    total, probe, ours = 0, 0, []
-    pending_probe = False
+    """(ERROR lines, of them from status probes, lines from us).
+
+    oslo.messaging logs a probe as "Exception during message handling"
+    plus its traceback, every line an ERROR line with the same time stamp
+    and pid; a block naming ``UnsupportedVersion`` for ``get_status``
+    counts as the probe's.
+    """
     try:
         with open(path, 'rb') as f:
             lines = f.read().decode('utf-8', 'replace').splitlines()
     except (IOError, OSError):
         return 0, 0, []
+    ours, errors, probes = [], [], set()
     for line in lines:
         if OURS.search(line):
             ours.append(line.strip()[:300])
-        if ERROR.match(line):
-            total += 1
-            # NOTE: oslo.messaging logs the probe as "Exception during
-            # message handling" followed by the traceback lines, each an
-            # ERROR line of its own; the last one names the exception.
-            if 'Exception during message handling' in line:
-                pending_probe = True
-                block = [line]
-            elif pending_probe:
-                block.append(line)
-            if PROBE.search(line) and pending_probe:
-                probe += len(block)
-                pending_probe = False
-                block = []
-        else:
-            pending_probe = pending_probe and line.startswith(' ')
-    return total, probe, ours
+        m = LINE.match(line)
+        if m:
+            key = (m.group(1), m.group(2), m.group(4))
+            errors.append(key)
+            if m.group(4) == 'oslo_messaging.rpc.server' and (
+                    PROBE.search(line)):
+                probes.add(key)
+    probe = sum(1 for key in errors if key in probes)
+    return len(errors), probe, ours
 
 
 def check(services):

@@ -97,8 +97,19 @@ def finish(path):
     return 0 if good else 1
 
 
+def cleanup(path):
+    """Delete the servers ``prepare`` booted (the switch failed)."""
+    with open(path) as f:
+        data = json.load(f)
+    s = _soak()
+    for sid in data['servers']:
+        s.c.compute.delete('/servers/%s' % sid)
+
+
 if __name__ == '__main__':
     if sys.argv[1] == 'prepare':
         prepare(sys.argv[2], sys.argv[3])
+    elif sys.argv[1] == 'cleanup':
+        cleanup(sys.argv[2])
     else:
         sys.exit(finish(sys.argv[2]))

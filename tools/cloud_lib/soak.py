@@ -251,6 +251,12 @@ def main(argv=None):
     images = clients.image.get('/v2/images', params={
         'name': bootstrap.IMAGE_NAME}).json()['images']
     soak = Soak(clients, images[0]['id'])
+    # NOTE: the books of every cycle are computed from the servers that
+    # stay put; a server mid-move elsewhere would make them wrong.
+    busy = [s['id'] for s in soak.servers()
+            if s['status'] != 'ACTIVE' or s.get('OS-EXT-STS:task_state')]
+    if busy:
+        sys.exit('soak: servers not at rest: %s' % ', '.join(busy))
     hosts = sorted(soak.providers())
     sids = [soak.boot('nrl-soak-%d' % i, hosts[i % len(hosts)])
             for i in range(args.servers)]
