@@ -197,8 +197,8 @@ def cmd_check_logs(args):
 
 
 def check_logs(c, state_dir):
-    services = list(c.state.services) + list(c.state.data.get('retired',
-                                                               []))
+    retired = c.state.data.get('retired', [])
+    services = list(c.state.services) + list(retired)
     ok, report = logcheck.check(services)
     path = os.path.join(state_dir, 'logcheck-%s.json' % _mode(c))
     with open(path, 'w') as f:

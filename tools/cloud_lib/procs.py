@@ -18,7 +18,6 @@ nothing else. A pid is only signalled while its command line is still
 the one recorded: a pid the kernel reused is left alone.
 """
 
-import errno
 import json
 import os
 import signal
@@ -41,6 +40,9 @@ class StartError(Exception):
 
 def port_free(port):
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # NOTE: as the servers bind: a port left in TIME_WAIT by the last run
+    # is free for them, one somebody listens on is not.
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind(('127.0.0.1', port))
         return True

@@ -28,8 +28,11 @@ COMPUTE_MICROVERSION = '2.53'
 
 
 def load_cloud(clouds_yaml, name='nrl'):
-    """The auth dict of cloud ``name`` (clouds.yaml as tools/cloud writes
-    it: a flat, known shape, read without a YAML library)."""
+    """The auth dict of cloud ``name``.
+
+    clouds.yaml as tools/cloud writes it: a flat, known shape, read
+    without a YAML library.
+    """
     auth, current, in_auth = {}, None, False
     with open(clouds_yaml) as f:
         for line in f:

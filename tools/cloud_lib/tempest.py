@@ -56,11 +56,11 @@ def ensure_venv(cloud):
                             ).hexdigest()
     if os.path.exists(stamp) and open(stamp).read() == digest:
         return venv
-    from cloud_lib.cloud import find_python, say
-    py = find_python(cloud.info['python'])
+    from cloud_lib import cloud as cloud_mod
+    py = cloud_mod.find_python(cloud.info['python'])
     if not os.path.exists(os.path.join(venv, 'bin', 'python')):
         subprocess.check_call([py, '-m', 'venv', venv])
-    say('installing %s into %s' % (spec, venv))
+    cloud_mod.say('installing %s into %s' % (spec, venv))
     env = dict(os.environ)
     env['PIP_CONSTRAINT'] = os.path.join(cloud_top(), 'constraints',
                                          'build.txt')

@@ -15,7 +15,8 @@
 Runs inside the cloud's virtualenv, for the services that ship only a
 WSGI application (keystone, placement)::
 
-    python wsgi_server.py --port 5000 keystone.server.wsgi:initialize_public_application
+    python wsgi_server.py --port 5000 \
+        keystone.server.wsgi:initialize_public_application
 
 The factory is called once; its configuration comes from the service's
 own environment variables (``OS_KEYSTONE_CONFIG_FILES``,
