@@ -263,6 +263,8 @@ def sequence(state_dir, series, cycles, tempest_concurrency=2):
                 if _step(results, 'rolling switch', cmd_rolling, args) != 0:
                     problems.append('rolling switch failed (see '
                                     'rolling.json)')
+                # NOTE: the switch restarted a compute: read what runs now
+                c.state = procs.State(state_dir)
                 label = _mode(c)
             else:
                 label = 'plain'

@@ -635,6 +635,10 @@ class Cloud(object):
     # -- down -------------------------------------------------------------
 
     def down(self, quiet=False):
+        # NOTE: from the file: another command (the rolling switch) may
+        # have restarted a compute since this object read it.
+        if os.path.exists(os.path.join(self.state_dir, procs.STATE_FILE)):
+            self.state = procs.State(self.state_dir)
         if not self.state:
             if not quiet:
                 say('nothing to stop in %s' % self.state_dir)
