@@ -139,9 +139,14 @@ def stop(pid, start_id, timeout=30):
     :returns: True if something was stopped
     """
     if not alive(pid, start_id):
-        # the leader may have exited and left workers in its group
-        if group_members(pid) and start_id is not None:
+        fields = _stat(pid)
+        if fields and fields[0] != 'Z':
+            return False  # the pid is another process's now
+        # NOTE: the leader is gone (or a zombie); workers it forked may
+        # still be in its group, which nobody else can have joined.
+        if group_members(pid):
             _signal_group(pid, signal.SIGKILL)
+            _reap(pid)
             return True
         return False
     _signal_group(pid, signal.SIGTERM)
