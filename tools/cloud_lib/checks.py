@@ -178,15 +178,16 @@ def cmd_rolling(args):
     if _venv_script(c, 'rolling.py', 'prepare', host, path) != 0:
         return 1
     started = time.monotonic()
+    to = getattr(args, 'to', 'wrapper')
     try:
-        c.restart_compute(host, 'wrapper')
+        c.restart_compute(host, to)
     except procs.StartError as e:
         sys.stderr.write('cloud rolling: %s: %s\n%s\n' % (
             e.name, e.reason, procs.tail(e.log)))
         _venv_script(c, 'rolling.py', 'cleanup', path)
         return 1
-    print('rolling: %s restarted through nova-compute-revert-lock in %.1fs'
-          % (host, time.monotonic() - started))
+    print('rolling: %s restarted as %s in %.1fs'
+          % (host, to, time.monotonic() - started))
     return _venv_script(c, 'rolling.py', 'finish', path)
 
 
@@ -369,6 +370,9 @@ def add_parsers(sub):
     a.set_defaults(func=cmd_audit)
     r = sub.add_parser('rolling', help='switch the plain compute to the '
                                        'wrapper with moves in flight')
+    r.add_argument('--to', choices=('wrapper', 'plain'), default='wrapper',
+                   help='what the plain compute restarts as (plain: the '
+                        'same switch without the extension, a baseline)')
     r.set_defaults(func=cmd_rolling)
     lg = sub.add_parser('check-logs', help='judge the service logs')
     lg.add_argument('--stopped', action='store_true',

@@ -25,10 +25,15 @@ restarted compute.
 
 import json
 import sys
+import time
 
 from cloud_lib import bootstrap
 from cloud_lib import rest
 from cloud_lib import soak as soak_mod
+
+
+#: how long to watch the books after the servers are deleted
+POST_DELETE_WAIT = 90
 
 
 def _soak():
@@ -86,14 +91,43 @@ def finish(path):
     finally:
         for sid in data['servers']:
             s.c.compute.delete('/servers/%s' % sid)
+    # NOTE: the books once the servers are gone too: the restarted host
+    # has not run its periodic yet (Nova delays the first run by up to
+    # periodic_fuzzy_delay), so what it holds is what confirm, revert
+    # and delete left, not a recount.
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and any(
+            x['id'] in data['servers'] for x in s.servers()):
+        time.sleep(0.3)
+    gone = time.monotonic()
+    expected = {h: tuple(v) for h, v in s.base(None).items()}
+    first = None
+    while True:
+        hyp = s.hypervisors()
+        right = all(tuple(hyp.get(h, ())) == v for h, v in expected.items())
+        if first is None:
+            first = {h: list(v) for h, v in hyp.items()}
+        if right or time.monotonic() - gone > POST_DELETE_WAIT:
+            break
+        time.sleep(0.5)
+    result['after_delete'] = {
+        'expected': {h: list(v) for h, v in expected.items()},
+        'first_reading': first,
+        'right_after_s': round(time.monotonic() - gone, 1) if right
+        else None}
     data['result'] = result
     with open(path, 'w') as f:
         json.dump(data, f, indent=2, sort_keys=True)
+    after = result['after_delete']['right_after_s']
     good = (result.get('books_right') and result.get('placed_right') and
-            not result.get('error'))
-    print('rolling: confirm %s, revert %s, books %s' % (
-        result['confirm'], result['revert'],
-        'right' if result.get('books_right') else 'WRONG'))
+            not result.get('error') and after is not None and
+            after <= soak_mod.SETTLE)
+    print('rolling: confirm %s, revert %s, books %s; after the delete '
+          'right %s (first reading %s)' % (
+              result['confirm'], result['revert'],
+              'right' if result.get('books_right') else 'WRONG',
+              'after %.1fs' % after if after is not None else 'NEVER',
+              result['after_delete']['first_reading']))
     return 0 if good else 1
 
 
