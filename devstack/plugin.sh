@@ -36,13 +36,12 @@ function install_nova_revert_lock {
     setup_develop $NOVA_REVERT_LOCK_DIR
 }
 
+# The [revert_lock] section is written by the same function tools/cloud
+# uses (devstack/lib/revert-lock-conf), with devstack's iniset.
+source $(dirname ${BASH_SOURCE[0]})/lib/revert-lock-conf
+
 function configure_nova_revert_lock {
-    iniset $NOVA_CPU_CONF revert_lock enabled $NOVA_REVERT_LOCK_ENABLED
-    iniset $NOVA_CPU_CONF revert_lock on_unknown_code \
-        $NOVA_REVERT_LOCK_ON_UNKNOWN_CODE
-    if [[ -n "$NOVA_REVERT_LOCK_MIXINS" ]]; then
-        iniset $NOVA_CPU_CONF revert_lock mixins $NOVA_REVERT_LOCK_MIXINS
-    fi
+    nova_revert_lock_write_conf $NOVA_CPU_CONF
 }
 
 # Print the state `nova-revert-lock check` reports (patched,

@@ -30,7 +30,8 @@ import unittest
 
 from ci_lint import path
 
-SCRIPTS = ('devstack/plugin.sh', 'devstack/settings')
+SCRIPTS = ('devstack/plugin.sh', 'devstack/settings',
+           'devstack/lib/revert-lock-conf')
 
 HARNESS = textwrap.dedent('''\
     # Stand-ins for the devstack functions the plugin uses.
@@ -127,7 +128,8 @@ class TestShell(unittest.TestCase):
         proc = subprocess.run(
             [bashate, '-v', '--error', 'E001,E002,E003,E004,E006,E010,'
              'E011,E012,E020,E040,E041,E042,E043,E044',
-             path('devstack/plugin.sh')],
+             path('devstack/plugin.sh'),
+             path('devstack/lib/revert-lock-conf')],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             universal_newlines=True)
         self.assertEqual(0, proc.returncode, proc.stdout)
@@ -137,6 +139,43 @@ class TestShell(unittest.TestCase):
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             universal_newlines=True)
         self.assertEqual(0, proc.returncode, proc.stdout)
+
+
+class TestConfWriterOutsideDevstack(unittest.TestCase):
+    """tools/cloud sources the writer without devstack's iniset."""
+
+    def write(self, initial, **env):
+        tmp = tempfile.mkdtemp(prefix='nrl-conf-')
+        self.addCleanup(shutil.rmtree, tmp)
+        conf = os.path.join(tmp, 'nova-cpu.conf')
+        if initial is not None:
+            with open(conf, 'w') as f:
+                f.write(initial)
+        environ = {'PATH': os.environ['PATH'], 'PYTHON': sys.executable,
+                   'NOVA_REVERT_LOCK_ENABLED': 'True',
+                   'NOVA_REVERT_LOCK_ON_UNKNOWN_CODE': 'fail',
+                   'NOVA_REVERT_LOCK_MIXINS': ''}
+        environ.update(env)
+        subprocess.check_call(
+            ['bash', '-c', 'set -eu; source "$1"; '
+             'nova_revert_lock_write_conf "$2"', 'writer',
+             path('devstack/lib/revert-lock-conf'), conf], env=environ)
+        with open(conf) as f:
+            return f.read()
+
+    def test_new_file(self):
+        self.assertEqual(
+            '\n[revert_lock]\nenabled = True\non_unknown_code = fail\n',
+            self.write(None))
+
+    def test_existing_sections_are_kept_and_values_replaced(self):
+        text = self.write('[DEFAULT]\nhost = a\n[revert_lock]\n'
+                          'enabled = False\n[oslo_concurrency]\nx = 1\n',
+                          NOVA_REVERT_LOCK_MIXINS='confirm,revert')
+        self.assertEqual(
+            '[DEFAULT]\nhost = a\n[revert_lock]\nenabled = True\n'
+            'on_unknown_code = fail\nmixins = confirm,revert\n'
+            '[oslo_concurrency]\nx = 1\n', text)
 
 
 class TestPluginPhases(unittest.TestCase):

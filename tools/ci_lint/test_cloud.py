@@ -1,0 +1,260 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""tools/cloud's orchestrator, without starting a cloud.
+
+The cloud itself runs in the cloud-short env; these check the pieces that
+decide what it starts, stops and reports: process bookkeeping, ports,
+the compute configuration (the devstack plugin's writer), the test list,
+and the judges of tempest's output and of the logs.
+"""
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+from ci_lint import path
+
+sys.path.insert(0, path('tools'))
+
+from cloud_lib import cloud  # noqa: E402
+from cloud_lib import configs  # noqa: E402
+from cloud_lib import logcheck  # noqa: E402
+from cloud_lib import procs  # noqa: E402
+from cloud_lib import tempest  # noqa: E402
+
+
+class Base(unittest.TestCase):
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix='nrl-cloud-test-')
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+
+
+class TestProcesses(Base):
+
+    def test_start_and_stop_the_whole_group(self):
+        log = os.path.join(self.tmp, 'x.log')
+        # a leader that forks a worker, as the oslo services do
+        pid = procs.start('x', ['bash', '-c', 'sleep 60 & sleep 60'], log)
+        start_id = procs.starttime(pid)
+        time.sleep(0.3)
+        self.assertTrue(procs.alive(pid, start_id))
+        self.assertGreaterEqual(len(procs.group_members(pid)), 2)
+        self.assertTrue(procs.stop(pid, start_id, timeout=10))
+        self.assertFalse(procs.alive(pid, start_id))
+        self.assertEqual([], procs.group_members(pid))
+
+    def test_a_reused_pid_is_left_alone(self):
+        pid = procs.start('x', ['sleep', '60'], os.path.join(self.tmp, 'l'))
+        self.addCleanup(procs.stop, pid, procs.starttime(pid))
+        self.assertFalse(procs.alive(pid, 'another-start-time'))
+        self.assertFalse(procs.stop(pid, 'another-start-time'))
+        self.assertTrue(procs.alive(pid))
+
+    def test_a_taken_port_is_replaced(self):
+        sock = socket.socket()
+        sock.bind(('127.0.0.1', 0))
+        sock.listen(1)
+        self.addCleanup(sock.close)
+        taken = sock.getsockname()[1]
+        got = procs.pick_port(taken, set())
+        self.assertNotEqual(taken, got)
+        self.assertTrue(procs.port_free(got))
+
+    def test_a_port_is_handed_out_once(self):
+        handed = set()
+        first = procs.pick_port(0, handed)
+        self.assertNotEqual(first, procs.pick_port(first, handed))
+
+
+class TestUp(Base):
+
+    def test_a_failing_component_stops_the_others(self):
+        c = cloud.Cloud(os.path.join(self.tmp, 'state'))
+        started = []
+
+        def _up(mode):
+            started.append(c._start('sleeper', ['sleep', '60']))
+            c._start('broken', ['bash', '-c', 'echo no config; exit 3'])
+            procs.wait_for('broken', lambda: False,
+                           c.state.services[-1]['pid'],
+                           c.state.services[-1]['start_id'],
+                           c.log('broken'), 10)
+
+        c.ensure_venv = lambda: None
+        c._up = _up
+        with self.assertRaises(procs.StartError) as ctx:
+            c.up()
+        self.assertEqual('broken', ctx.exception.name)
+        self.assertIn('no config', procs.tail(ctx.exception.log))
+        self.assertFalse(procs.alive(started[0]['pid'],
+                                     started[0]['start_id']))
+
+    def test_second_up_says_already_up(self):
+        c = cloud.Cloud(os.path.join(self.tmp, 'state'))
+        c.ensure_venv = lambda: None
+        c._up = lambda mode: c._start('sleeper', ['sleep', '60'])
+        c.up()
+        self.addCleanup(c.down, True)
+        again = cloud.Cloud(os.path.join(self.tmp, 'state'))
+        with self.assertRaises(cloud.UpError) as ctx:
+            again.up()
+        self.assertIn('already up', str(ctx.exception))
+        self.assertEqual(1, again.down(quiet=True))
+        self.assertEqual([], again.state.running())
+
+
+class TestComputeConfiguration(Base):
+
+    def setUp(self):
+        super(TestComputeConfiguration, self).setUp()
+        self.c = cloud.Cloud(os.path.join(self.tmp, 'state'))
+        os.makedirs(self.c.etc)
+        self.c.ports = {'rabbitmq': 5672, 'keystone': 5000, 'mariadb': 3306,
+                        'nova-api': 8774}
+
+    def test_revert_lock_section_from_the_devstack_writer(self):
+        text = open(self.c.write_compute_conf('h1')).read()
+        self.assertIn('[revert_lock]\nenabled = True\n'
+                      'on_unknown_code = fail\n', text)
+
+    def test_no_database_and_a_fast_periodic(self):
+        text = configs.compute(self.c, 'h1')
+        self.assertNotIn('[database]', text)
+        self.assertNotIn('connection', text)
+        self.assertIn('update_resources_interval = 1', text)
+        self.assertIn('host = h1', text)
+        self.assertIn('compute_driver = fake.MediumFakeDriver', text)
+
+    def test_status_finds_the_cells_from_nova_conf(self):
+        text = configs.nova(self.c)
+        self.assertIn('[api_database]\nconnection = mysql+pymysql://', text)
+
+
+class TestTempest(unittest.TestCase):
+
+    def test_the_list_is_the_devstack_jobs(self):
+        with open(path('.zuul.yaml')) as f:
+            self.assertIn(tempest.job_regex(path()), f.read())
+        regex = re.compile(tempest.job_regex(path()))
+        self.assertTrue(regex.search(
+            'tempest.api.compute.admin.test_migrations.MigrationsAdminTest.'
+            'test_revert_cold_migration'))
+        self.assertTrue(regex.search(
+            'tempest.api.compute.servers.test_server_actions.'
+            'ServerActionsTestJSON.test_resize_server_revert'))
+
+    def test_parse(self):
+        out = '\n'.join([
+            '{0} tempest.api.compute.admin.test_migrations.MigrationsAdmin'
+            'Test.test_cold_migration [12.0s] ... ok',
+            '{1} tempest.api.compute.servers.test_server_actions.ServerAct'
+            'ionsTestJSON.test_resize_volume_backed_server_confirm ... '
+            'SKIPPED: Skipped because the volume service is not available',
+            '{1} tempest.api.compute.servers.test_server_actions.ServerAct'
+            'ionsTestJSON.test_resize_server_revert[id-c03aab19] [7.4s] '
+            '... FAILED',
+            '======', 'Totals', '======', 'Ran: 3 tests in 20.0 sec.',
+            ' - Passed: 1', ' - Skipped: 1', ' - Expected Fail: 0',
+            ' - Unexpected Success: 0', ' - Failed: 1'])
+        r = tempest.parse(out)
+        self.assertEqual((3, 1, 1, 1), (r['ran'], r['passed'],
+                                        r['skipped'], r['failed']))
+        self.assertEqual('Skipped because the volume service is not '
+                         'available', r['skips'][0]['reason'])
+        self.assertEqual(['tempest.api.compute.servers.test_server_actions.'
+                          'ServerActionsTestJSON.test_resize_server_revert'],
+                         r['failures'])
+
+
+PROBE = [
+    '2026-12-01 13:28:55.424 5590 ERROR oslo_messaging.rpc.server [-] '
+    'Exception during message handling: oslo_messaging.rpc.dispatcher.'
+    'UnsupportedVersion: Endpoint does not support RPC version 1.0. '
+    'Attempted method: get_status',
+    '2026-12-01 13:28:55.424 5590 ERROR oslo_messaging.rpc.server '
+    'Traceback (most recent call last):',
+    '2026-12-01 13:28:55.424 5590 ERROR oslo_messaging.rpc.server   '
+    'raise UnsupportedVersion(version, method=method)',
+]
+
+
+class TestLogCheck(Base):
+
+    def log(self, name, lines):
+        p = os.path.join(self.tmp, name)
+        with open(p, 'w') as f:
+            f.write('\n'.join(lines) + '\n')
+        return p
+
+    def services(self, wrapper_lines, plain_lines):
+        return [
+            {'name': 'w', 'host': 'h1', 'mode': 'wrapper',
+             'log': self.log('w.log', wrapper_lines)},
+            {'name': 'p', 'host': 'h3', 'mode': 'plain',
+             'log': self.log('p.log', plain_lines)},
+        ]
+
+    def test_probe_errors_are_counted_apart(self):
+        ok, report = logcheck.check(self.services([], PROBE))
+        self.assertTrue(ok, report)
+        plain = [v for v in report['computes'] if v['mode'] == 'plain'][0]
+        self.assertEqual((3, 3, 0), (plain['errors'], plain['probe_errors'],
+                                     plain['other_errors']))
+
+    def test_our_errors_fail(self):
+        ok, report = logcheck.check(self.services([
+            '2026-12-01 13:00:00.000 1 ERROR nova_revert_lock.activation '
+            '[-] something'], []))
+        self.assertFalse(ok)
+        self.assertIn('nova_revert_lock', report['problems'][0])
+
+    def test_more_wrapper_errors_than_plain_fail(self):
+        err = ('2026-12-01 13:00:00.000 1 ERROR nova.compute.manager [-] '
+               'boom')
+        ok, report = logcheck.check(self.services([err, err], PROBE + [err]))
+        self.assertFalse(ok)
+        self.assertIn('ran the wrapper and logged 2', report['problems'][0])
+        ok, report = logcheck.check(self.services([err], PROBE + [err]))
+        self.assertTrue(ok, report)
+
+
+class TestCommandLine(unittest.TestCase):
+
+    def test_help(self):
+        out = subprocess.check_output(
+            ['bash', path('tools', 'cloud'), '--help'],
+            universal_newlines=True)
+        for command in ('up', 'down', 'status', 'logs', 'tempest', 'soak',
+                        'audit', 'rolling', 'check-logs', 'short', 'full'):
+            self.assertIn(command, out)
+
+    def test_status_without_a_cloud(self):
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmp)
+        proc = subprocess.run(
+            ['bash', path('tools', 'cloud'), '--state-dir', tmp, 'status',
+             '--format', 'json'], stdout=subprocess.PIPE,
+            universal_newlines=True)
+        self.assertEqual(3, proc.returncode)
+        import json
+        data = json.loads(proc.stdout)
+        for key in ('state_dir', 'clouds_yaml', 'nova_conf', 'nova_version',
+                    'services', 'computes'):
+            self.assertIn(key, data)

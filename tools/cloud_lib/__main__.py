@@ -1,0 +1,5 @@
+import sys
+
+from cloud_lib import cli
+
+sys.exit(cli.main())

@@ -1,0 +1,155 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The cloud's contents, over REST (runs inside the cloud's virtualenv).
+
+    python bootstrap.py identity PORTS_JSON   service users, demo project,
+                                              the catalog
+    python bootstrap.py image                 one small raw image
+    python bootstrap.py flavors               the two flavors moves use
+    python bootstrap.py wait-hypervisors N    until N hypervisors are up
+
+clouds.yaml comes from ``NRL_CLOUDS_YAML``. Each step is idempotent.
+"""
+
+import json
+import sys
+import time
+
+from cloud_lib import rest
+
+PASSWORD_ENV = 'NRL_CLOUD_PASSWORD'
+SERVICE_USERS = ('nova', 'glance', 'placement', 'neutron')
+CATALOG = (
+    ('nova', 'compute', 'nova-api', '/v2.1'),
+    ('glance', 'image', 'glance', ''),
+    ('placement', 'placement', 'placement', ''),
+    ('neutron', 'network', 'neutron', ''),
+)
+IMAGE_NAME = 'nrl-image'
+#: (id, name, vcpus, ram MB, disk GB): resizes go between the first two
+FLAVORS = (('nrl-1', 'nrl.small', 1, 256, 1),
+           ('nrl-2', 'nrl.medium', 2, 512, 1))
+
+
+def _one(items, name):
+    for item in items:
+        if item['name'] == name:
+            return item
+    return None
+
+
+def _ensure(identity, kind, name, body):
+    plural = kind + 's'
+    found = _one(identity.get('/%s' % plural, params={'name': name}
+                              ).json()[plural], name)
+    if found:
+        return found
+    return identity.post('/%s' % plural, json={kind: body}).json()[kind]
+
+
+def identity(ports):
+    import os
+    password = os.environ[PASSWORD_ENV]
+    c = rest.Clients(rest.env_clouds_yaml())
+    idn = c.identity
+    roles = {r['name']: r['id'] for r in idn.get('/roles').json()['roles']}
+    member = roles.get('member') or _ensure(idn, 'role', 'member',
+                                            {'name': 'member'})['id']
+    service = _ensure(idn, 'project', 'service',
+                      {'name': 'service', 'domain_id': 'default'})
+    demo = _ensure(idn, 'project', 'demo',
+                   {'name': 'demo', 'domain_id': 'default'})
+    for name in SERVICE_USERS:
+        user = _ensure(idn, 'user', name,
+                       {'name': name, 'password': password,
+                        'domain_id': 'default'})
+        idn.put('/projects/%s/users/%s/roles/%s'
+                % (service['id'], user['id'], roles['admin']))
+    user = _ensure(idn, 'user', 'demo',
+                   {'name': 'demo', 'password': password,
+                    'domain_id': 'default',
+                    'default_project_id': demo['id']})
+    idn.put('/projects/%s/users/%s/roles/%s'
+            % (demo['id'], user['id'], member))
+    for name, stype, port_name, path in CATALOG:
+        svc = _ensure(idn, 'service', name, {'name': name, 'type': stype})
+        url = 'http://127.0.0.1:%d%s' % (ports[port_name], path)
+        have = idn.get('/endpoints', params={'service_id': svc['id']}
+                       ).json()['endpoints']
+        for interface in ('public', 'internal'):
+            if not any(e['interface'] == interface for e in have):
+                idn.post('/endpoints', json={'endpoint': {
+                    'service_id': svc['id'], 'interface': interface,
+                    'url': url, 'region_id': 'RegionOne'}})
+
+
+def image():
+    c = rest.Clients(rest.env_clouds_yaml())
+    images = c.image.get('/v2/images', params={'name': IMAGE_NAME}
+                         ).json()['images']
+    active = [i for i in images if i['status'] == 'active']
+    if active:
+        print(active[0]['id'])
+        return
+    img = c.image.post('/v2/images', json={
+        'name': IMAGE_NAME, 'disk_format': 'raw',
+        'container_format': 'bare', 'visibility': 'public'}).json()
+    # NOTE: the fake driver never reads it; a few KB make a real upload.
+    c.image.put('/v2/images/%s/file' % img['id'], data=b'\0' * 4096,
+                headers={'Content-Type': 'application/octet-stream'})
+    print(img['id'])
+
+
+def flavors():
+    c = rest.Clients(rest.env_clouds_yaml())
+    have = {f['id'] for f in c.compute.get('/flavors').json()['flavors']}
+    for fid, name, vcpus, ram, disk in FLAVORS:
+        if fid not in have:
+            c.compute.post('/flavors', json={'flavor': {
+                'id': fid, 'name': name, 'vcpus': vcpus, 'ram': ram,
+                'disk': disk}})
+
+
+def wait_hypervisors(count, timeout=120):
+    c = rest.Clients(rest.env_clouds_yaml())
+    deadline = time.monotonic() + timeout
+    while True:
+        hyps = c.compute.get('/os-hypervisors/detail').json()['hypervisors']
+        up = [h for h in hyps if h['state'] == 'up']
+        rps = c.placement.get('/resource_providers').json()[
+            'resource_providers']
+        if len(up) >= count and len(rps) >= count:
+            print(json.dumps(sorted(h['hypervisor_hostname'] for h in up)))
+            return
+        if time.monotonic() > deadline:
+            sys.exit('only %d hypervisors up, %d resource providers after '
+                     '%ds' % (len(up), len(rps), timeout))
+        time.sleep(1)
+
+
+def main(argv):
+    step = argv[0]
+    if step == 'identity':
+        identity(json.loads(argv[1]))
+    elif step == 'image':
+        image()
+    elif step == 'flavors':
+        flavors()
+    elif step == 'wait-hypervisors':
+        wait_hypervisors(int(argv[1]))
+    else:
+        sys.exit('unknown step %s' % step)
+
+
+if __name__ == '__main__':
+    main(sys.argv[1:])

@@ -1,0 +1,391 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""What runs against an up cloud: tempest, the soak, the audit, the
+rolling switch, the log check; and ``short``, all of them in a row."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+import traceback
+
+from cloud_lib import cloud as cloud_mod
+from cloud_lib import logcheck
+from cloud_lib import procs
+from cloud_lib import tempest
+
+
+def _up_cloud(args):
+    c = cloud_mod.Cloud(args.state_dir)
+    if not c.state or not c.state.running():
+        sys.stderr.write('cloud: no cloud up in %s (tools/cloud up)\n'
+                         % c.state_dir)
+        sys.exit(1)
+    return c
+
+
+def _report(args, name, data):
+    path = os.path.join(args.state_dir, '%s.json' % name)
+    with open(path, 'w') as f:
+        json.dump(data, f, indent=2, sort_keys=True)
+    return path
+
+
+def print_tempest(result):
+    print('tempest: ran %s, passed %s, skipped %s, failed %s in %ss'
+          % (result['ran'], result['passed'], result['skipped'],
+             result['failed'], result['seconds']))
+    for s in result['skips']:
+        print('  skipped %s: %s' % (s['test'], s['reason']))
+    for f in result['failures']:
+        print('  FAILED %s' % f)
+
+
+def cmd_tempest(args):
+    c = _up_cloud(args)
+    result = tempest.run(c, regex=args.regex, concurrency=args.concurrency)
+    result['mode'] = _mode(c)
+    _report(args, 'tempest-%s' % result['mode'], result)
+    print_tempest(result)
+    return 0 if result['rc'] == 0 and not result['failures'] and (
+        result['passed']) else 1
+
+
+def _mode(c):
+    """plain, wrapper or mixed: what the computes run now."""
+    modes = {h['mode'] for h in c.computes()}
+    return modes.pop() if len(modes) == 1 else 'mixed'
+
+
+def _venv_script(c, script, *args, **kw):
+    argv = [c.bin('python'), os.path.join(cloud_mod.LIB, 'cloud_lib',
+                                          script)] + list(args)
+    return subprocess.call(argv, env=c.venv_env(),
+                           timeout=kw.get('timeout', 3600))
+
+
+def run_soak(c, state_dir, cycles, label=None):
+    label = label or _mode(c)
+    out = os.path.join(state_dir, 'soak-%s.json' % label)
+    rc = _venv_script(c, 'soak.py', '--cycles', str(cycles), '--out', out,
+                      '--label', label)
+    if rc != 0 or not os.path.exists(out):
+        return None
+    with open(out) as f:
+        result = json.load(f)
+    result['status'] = audit(c)[1]
+    with open(out, 'w') as f:
+        json.dump(result, f, indent=2, sort_keys=True)
+    return result
+
+
+def cmd_soak(args):
+    c = _up_cloud(args)
+    result = run_soak(c, args.state_dir, args.cycles)
+    if result is None:
+        return 1
+    print_holds(result['status'])
+    # NOTE: a wrong cycle on plain computes is the bug, not a failure of
+    # the soak; with the extension on every compute it is one.
+    if _mode(c) == 'plain':
+        return 0
+    return 1 if result['wrong'] else 0
+
+
+def audit(c, timeout=10):
+    """``nova-revert-lock status --all`` on the cloud's nova.conf.
+
+    :returns: (exit code, rows)
+    """
+    proc = subprocess.run(
+        [c.bin('nova-revert-lock'), 'status', '--all', '--config-file',
+         c.conf('nova.conf'), '--format', 'json', '--timeout', str(timeout)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        universal_newlines=True, timeout=120)
+    try:
+        rows = json.loads(proc.stdout)
+    except ValueError:
+        rows = [{'host': None, 'error': 'no JSON: %s %s' % (
+            proc.stdout[-300:], proc.stderr[-300:])}]
+    return proc.returncode, rows
+
+
+def judge_audit(c, rows):
+    """Rows for every compute; wrapper ones protected, plain ones not."""
+    problems = []
+    by_host = {r.get('host'): r for r in rows}
+    for h in c.computes():
+        row = by_host.get(h['host'])
+        if row is None:
+            problems.append('no row for %s' % h['host'])
+        elif h['mode'] == 'wrapper' and row.get('state') not in (
+                'patched', 'already-fixed'):
+            problems.append('%s runs the wrapper but reports %s (%s)' % (
+                h['host'], row.get('state'), row.get('error')))
+        elif h['mode'] == 'plain' and 'not running the extension' not in (
+                row.get('error') or ''):
+            problems.append('%s runs plain nova-compute but reports %s (%s)'
+                            % (h['host'], row.get('state'),
+                               row.get('error')))
+    extra = set(by_host) - {h['host'] for h in c.computes()}
+    if extra:
+        problems.append('rows for unknown hosts: %s' % sorted(
+            str(x) for x in extra))
+    return problems
+
+
+def print_holds(rows):
+    for r in rows:
+        print('  %-14s %-9s sections %-5s max hold %s ms %s' % (
+            r.get('host'), r.get('state') or '-',
+            r.get('critical_sections'), r.get('max_lock_hold_ms'),
+            (r.get('error') or '')[:60]))
+
+
+def cmd_audit(args):
+    c = _up_cloud(args)
+    started = time.monotonic()
+    rc, rows = audit(c)
+    problems = judge_audit(c, rows)
+    _report(args, 'audit', {'rc': rc, 'rows': rows, 'problems': problems})
+    print('audit: nova-revert-lock status --all exit %d in %.1fs' % (
+        rc, time.monotonic() - started))
+    print_holds(rows)
+    for p in problems:
+        print('  PROBLEM: %s' % p)
+    return 1 if problems else 0
+
+
+def cmd_rolling(args):
+    c = _up_cloud(args)
+    plain = [h['host'] for h in c.computes() if h['mode'] == 'plain']
+    if not plain:
+        sys.stderr.write('cloud rolling: no plain compute to switch\n')
+        return 1
+    host = plain[0]
+    path = os.path.join(args.state_dir, 'rolling.json')
+    if _venv_script(c, 'rolling.py', 'prepare', host, path) != 0:
+        return 1
+    started = time.monotonic()
+    to = getattr(args, 'to', 'wrapper')
+    try:
+        c.restart_compute(host, to)
+    except procs.StartError as e:
+        sys.stderr.write('cloud rolling: %s: %s\n%s\n' % (
+            e.name, e.reason, procs.tail(e.log)))
+        _venv_script(c, 'rolling.py', 'cleanup', path)
+        return 1
+    print('rolling: %s restarted as %s in %.1fs'
+          % (host, to, time.monotonic() - started))
+    return _venv_script(c, 'rolling.py', 'finish', path)
+
+
+def cmd_check_logs(args):
+    c = _up_cloud(args) if not args.stopped else cloud_mod.Cloud(
+        args.state_dir)
+    return check_logs(c, args.state_dir)
+
+
+def check_logs(c, state_dir):
+    retired = c.state.data.get('retired', [])
+    services = list(c.state.services) + list(retired)
+    ok, report = logcheck.check(services)
+    path = os.path.join(state_dir, 'logcheck-%s.json' % _mode(c))
+    with open(path, 'w') as f:
+        json.dump(report, f, indent=2, sort_keys=True)
+    for v in report['computes']:
+        print('logs: %-14s %-7s ERROR lines %d (status probes %d)' % (
+            v['host'], v['mode'], v['errors'], v['probe_errors']))
+    for p in report['problems']:
+        print('logs: PROBLEM: %s' % p)
+    print('logs: %s' % ('clean' if ok else 'FAILED'))
+    return 0 if ok else 1
+
+
+def _step(results, name, func, *args):
+    started = time.monotonic()
+    print('=== %s' % name)
+    sys.stdout.flush()
+    try:
+        value = func(*args)
+    finally:
+        results['seconds'][name] = round(time.monotonic() - started, 1)
+    return value
+
+
+def sequence(state_dir, series, cycles, tempest_concurrency=2):
+    """The whole check, on a mixed cloud then on an all-plain one.
+
+    mixed: up, tempest, audit (three rows, one plain), the rolling switch
+    (the plain compute becomes a wrapper one: then all three are), the
+    soak on all-wrapper computes, the logs, down. plain: up --plain,
+    tempest, the soak, the logs, down.
+
+    :returns: (exit code, results)
+    """
+    results = {'seconds': {}, 'problems': []}
+    problems = results['problems']
+    for mode in ('mixed', 'plain'):
+        c = cloud_mod.Cloud(state_dir, series)
+        try:
+            _step(results, 'up %s' % mode, c.up, mode)
+        except (cloud_mod.UpError, procs.StartError) as e:
+            problems.append('up %s: %s' % (mode, e))
+            if isinstance(e, procs.StartError) and e.log:
+                print(procs.tail(e.log))
+            break
+        try:
+            t = _step(results, 'tempest %s' % mode, tempest.run, c, None,
+                      tempest_concurrency)
+            print_tempest(t)
+            results['tempest_%s' % mode] = {
+                k: t[k] for k in ('ran', 'passed', 'skipped', 'failed',
+                                  'skips', 'failures', 'seconds')}
+            if t['rc'] != 0 or t['failures'] or not t['passed']:
+                problems.append('tempest (%s computes) failed: %s' % (
+                    mode, t['failures']))
+            if mode == 'mixed':
+                rc, rows = _step(results, 'audit', audit, c)
+                print_holds(rows)
+                results['audit'] = rows
+                problems.extend('audit: %s' % p for p in judge_audit(c, rows))
+                args = _Args(state_dir)
+                if _step(results, 'rolling switch', cmd_rolling, args) != 0:
+                    problems.append('rolling switch failed (see '
+                                    'rolling.json)')
+                # NOTE: the switch restarted a compute: read what runs now
+                c.state = procs.State(state_dir)
+                label = _mode(c)
+            else:
+                label = 'plain'
+            soak = _step(results, 'soak %s' % label, run_soak, c, state_dir,
+                         cycles, label)
+            if soak is None:
+                problems.append('soak %s did not run to its end' % label)
+            else:
+                results['soak_%s' % label] = {
+                    k: v for k, v in soak.items() if k != 'records'}
+                print_holds(soak['status'])
+                if label != 'plain' and soak['wrong']:
+                    problems.append('soak %s: %d wrong cycles' % (
+                        label, soak['wrong']))
+            if _step(results, 'logs %s' % mode, check_logs, c,
+                     state_dir) != 0:
+                problems.append('logs of the %s cloud' % mode)
+        except Exception as e:  # noqa: BLE001 - reported, then down
+            traceback.print_exc()
+            problems.append('%s cloud: %s: %s' % (mode, type(e).__name__, e))
+        finally:
+            try:
+                _step(results, 'down %s' % mode, c.down)
+            except cloud_mod.UpError as e:
+                problems.append('down %s: %s' % (mode, e))
+        if mode == 'mixed':
+            # keep the mixed run's reports: the plain up starts afresh
+            keep = os.path.join(os.path.dirname(state_dir.rstrip('/')),
+                                os.path.basename(state_dir.rstrip('/')) +
+                                '-mixed')
+            import shutil
+            shutil.rmtree(keep, True)
+            shutil.copytree(state_dir, keep, symlinks=True, ignore=(
+                shutil.ignore_patterns('mysql', 'rabbitmq', 'glance')))
+            results['mixed_state_dir'] = keep
+    return (1 if problems else 0), results
+
+
+class _Args(object):
+    def __init__(self, state_dir):
+        self.state_dir = state_dir
+
+
+def summarize(results):
+    print('=== summary')
+    for k in ('tempest_mixed', 'tempest_plain'):
+        t = results.get(k)
+        if t:
+            print('%-15s ran %s passed %s skipped %s failed %s (%ss)' % (
+                k, t['ran'], t['passed'], t['skipped'], t['failed'],
+                t['seconds']))
+    for k in sorted(results):
+        if k.startswith('soak_'):
+            s = results[k]
+            holds = [r.get('max_lock_hold_ms') for r in s['status']
+                     if r.get('max_lock_hold_ms') is not None]
+            print('%-15s cycles %d wrong %d (confirm %d, revert %d) window '
+                  'seen %d median %.2fs p95 %.2fs max lock hold %s ms' % (
+                      k, s['cycles'], s['wrong'],
+                      s['wrong_by_kind']['confirm'],
+                      s['wrong_by_kind']['revert'], s['neither_cycles'],
+                      s['median_s'] or 0, s['p95_s'] or 0,
+                      max(holds) if holds else '-'))
+    for name, secs in results['seconds'].items():
+        print('%-24s %7.1fs' % (name, secs))
+    for p in results['problems']:
+        print('PROBLEM: %s' % p)
+
+
+def cmd_sequence(args):
+    state_dir = args.state_dir
+    c = cloud_mod.Cloud(state_dir)
+    if c.state and c.state.running():
+        sys.stderr.write('cloud: a cloud is up in %s; tools/cloud down '
+                         'first\n' % state_dir)
+        return 1
+    started = time.monotonic()
+    rc, results = sequence(state_dir, args.series, args.cycles)
+    results['total_seconds'] = round(time.monotonic() - started, 1)
+    results['cycles_per_kind'] = args.cycles
+    path = '%s-%s.json' % (state_dir.rstrip('/'), args.name)
+    with open(path, 'w') as f:
+        json.dump(results, f, indent=2, sort_keys=True)
+    summarize(results)
+    print('total %.0fs; results in %s' % (results['total_seconds'], path))
+    return rc
+
+
+def add_parsers(sub):
+    t = sub.add_parser('tempest', help="the devstack jobs' move tests")
+    t.add_argument('--regex', help='default: the tempest_test_regex of '
+                                   '.zuul.yaml')
+    t.add_argument('--concurrency', type=int, default=2)
+    t.set_defaults(func=cmd_tempest)
+    s = sub.add_parser('soak', help='resize+confirm / resize+revert '
+                                    'cycles, books checked after each')
+    s.add_argument('--cycles', type=int, default=100,
+                   help='cycles of each kind (default 100)')
+    s.set_defaults(func=cmd_soak)
+    a = sub.add_parser('audit', help='nova-revert-lock status --all '
+                                     'against the cell mappings')
+    a.set_defaults(func=cmd_audit)
+    r = sub.add_parser('rolling', help='switch the plain compute to the '
+                                       'wrapper with moves in flight')
+    r.add_argument('--to', choices=('wrapper', 'plain'), default='wrapper',
+                   help='what the plain compute restarts as (plain: the '
+                        'same switch without the extension, a baseline)')
+    r.set_defaults(func=cmd_rolling)
+    lg = sub.add_parser('check-logs', help='judge the service logs')
+    lg.add_argument('--stopped', action='store_true',
+                    help='also when the cloud is down')
+    lg.set_defaults(func=cmd_check_logs)
+    for name, cycles, text in (
+            ('short', 5, 'CI: both clouds, tempest, 5+5 soak cycles per '
+                         'mode, audit, rolling switch, logs'),
+            ('full', 100, 'the same with the full soak (100+100 cycles '
+                          'per mode)')):
+        q = sub.add_parser(name, help=text)
+        q.add_argument('--series', choices=('ussuri', 'epoxy'),
+                       default='ussuri')
+        q.add_argument('--cycles', type=int, default=cycles,
+                       help='soak cycles of each kind (default %d)' % cycles)
+        q.set_defaults(func=cmd_sequence, name=name)

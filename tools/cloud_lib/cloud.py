@@ -1,0 +1,691 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Bring the cloud up and down.
+
+Order: MariaDB and RabbitMQ; the databases of every service, migrated in
+parallel; keystone (bootstrapped, then the catalog); placement, glance
+(one image), neutron; nova-conductor, nova-scheduler, nova-api (cell0
+and cell1 mapped); the computes (two through nova-compute-revert-lock,
+one plain, or all plain with ``--plain``); host discovery; flavors.
+"""
+
+import hashlib
+import json
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+import threading
+import time
+
+from cloud_lib import configs
+from cloud_lib import procs
+from cloud_lib.series import SERIES
+
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+LIB = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PASSWORD = 'nrl-secret'
+DB_USER = 'nrl'
+DATABASES = ('keystone', 'glance', 'placement', 'neutron', 'nova_api',
+             'nova_cell0', 'nova_cell1')
+#: preferred ports (another is picked when one is taken)
+PORTS = {
+    'mariadb': 43306, 'rabbitmq': 45672, 'rabbitmq-dist': 45673,
+    'epmd': 45674, 'keystone': 45000, 'placement': 48778,
+    'glance': 49292, 'neutron': 49696, 'nova-api': 48774,
+}
+COMPUTES = (('nrl-compute1', 'wrapper'), ('nrl-compute2', 'wrapper'),
+            ('nrl-compute3', 'plain'))
+MARIADB_SERVER = ('mariadbd', 'mysqld')
+MARIADB_INSTALL = ('mariadb-install-db', 'mysql_install_db')
+MARIADB_CLIENT = ('mariadb', 'mysql')
+SBIN = ('/usr/sbin', '/usr/bin', '/usr/local/sbin', '/usr/local/bin',
+        '/usr/libexec')
+RABBIT_DIRS = ('/usr/sbin', '/usr/lib/rabbitmq/bin', '/usr/local/sbin')
+
+
+class UpError(Exception):
+    pass
+
+
+def _which(names, dirs=SBIN):
+    for name in names:
+        found = shutil.which(name)
+        if found:
+            return found
+        for d in dirs:
+            path = os.path.join(d, name)
+            if os.path.isfile(path) and os.access(path, os.X_OK):
+                return path
+    return None
+
+
+def say(msg):
+    sys.stdout.write('cloud: %s\n' % msg)
+    sys.stdout.flush()
+
+
+class Cloud(object):
+
+    def __init__(self, state_dir, series='ussuri', venv=None,
+                 tempest_venv=None):
+        self.state_dir = os.path.abspath(state_dir)
+        self.state = procs.State(self.state_dir) if os.path.isdir(
+            self.state_dir) else None
+        data = self.state.data if self.state else {}
+        self.series = data.get('series', series)
+        self.info = SERIES[self.series]
+        self.venv = data.get('venv') or venv or os.path.join(
+            TOP, '.tox', 'cloud-%s' % self.series)
+        self.tempest_venv = tempest_venv or os.path.join(
+            TOP, '.tox', 'cloud-tempest-%s' % self.series)
+        self.ports = dict(data.get('ports', {}))
+        self.password = PASSWORD
+        self.etc = os.path.join(self.state_dir, 'etc')
+        self.logs = os.path.join(self.state_dir, 'logs')
+        self.run_dir = os.path.join(self.state_dir, 'run')
+
+    # -- layout ---------------------------------------------------------
+
+    @property
+    def transport_url(self):
+        return 'rabbit://guest:guest@127.0.0.1:%d/' % self.ports['rabbitmq']
+
+    def db_url(self, name):
+        return 'mysql+pymysql://%s:%s@127.0.0.1:%d/%s?charset=utf8' % (
+            DB_USER, PASSWORD, self.ports['mariadb'], name)
+
+    def conf(self, name):
+        return os.path.join(self.etc, name)
+
+    def log(self, name):
+        return os.path.join(self.logs, '%s.log' % name)
+
+    def bin(self, name):
+        return os.path.join(self.venv, 'bin', name)
+
+    @property
+    def clouds_yaml(self):
+        return self.conf('clouds.yaml')
+
+    @property
+    def socket(self):
+        return os.path.join(self.run_dir, 'mysqld.sock')
+
+    def venv_env(self, **extra):
+        env = dict(os.environ)
+        env['PYTHONPATH'] = LIB
+        env['NRL_CLOUDS_YAML'] = self.clouds_yaml
+        env['NRL_CLOUD_PASSWORD'] = PASSWORD
+        env['OS_CLIENT_CONFIG_FILE'] = self.clouds_yaml
+        env.update(extra)
+        return env
+
+    # -- the virtualenv -------------------------------------------------
+
+    def requirements(self):
+        return (self.info['services'] + self.info['clients'] +
+                ['-e', TOP])
+
+    def ensure_venv(self):
+        """Create or update the services' virtualenv (a stamp skips it)."""
+        stamp = os.path.join(self.venv, '.nrl-cloud-stamp')
+        constraints = os.path.join(TOP, 'constraints',
+                                   self.info['constraints'])
+        digest = hashlib.sha256(json.dumps(
+            [self.requirements(), open(constraints).read()]).encode()
+        ).hexdigest()
+        if os.path.exists(stamp) and open(stamp).read() == digest:
+            return
+        py = find_python(self.info['python'])
+        if not os.path.exists(self.bin('python')):
+            say('creating %s (Python %s)' % (self.venv, self.info['python']))
+            subprocess.check_call([py, '-m', 'venv', self.venv])
+        say('installing the %s services into %s (a few minutes)'
+            % (self.series, self.venv))
+        env = dict(os.environ)
+        env['PIP_CONSTRAINT'] = os.path.join(TOP, 'constraints',
+                                             'build.txt')
+        subprocess.check_call(
+            [self.bin('python'), '-m', 'pip', 'install', '-q',
+             '-c', constraints] + self.requirements(), env=env)
+        with open(stamp, 'w') as f:
+            f.write(digest)
+
+    # -- processes ------------------------------------------------------
+
+    def _record(self, name, pid, argv0, port=None, **extra):
+        entry = {'name': name, 'pid': pid, 'argv0': argv0, 'port': port,
+                 'log': self.log(name), 'start_id': procs.starttime(pid)}
+        entry.update(extra)
+        self.state.services.append(entry)
+        self.state.save()
+        return entry
+
+    def _start(self, name, argv, port=None, env=None, **extra):
+        pid = procs.start(name, argv, self.log(name), env=env)
+        return self._record(name, pid, argv[0], port, **extra)
+
+    def _wait_port(self, entry, timeout=120):
+        procs.wait_for(entry['name'], lambda: procs.listening(entry['port']),
+                       entry['pid'], entry['start_id'], entry['log'], timeout)
+
+    # -- MariaDB --------------------------------------------------------
+
+    def _mariadb(self):
+        server = _which(MARIADB_SERVER)
+        install = _which(MARIADB_INSTALL)
+        client = _which(MARIADB_CLIENT)
+        if not (server and install and client):
+            raise procs.StartError(
+                'mariadb', 'mariadb-server is not installed (Debian: '
+                'apt-get install mariadb-server; tools/run-tests cloud-short '
+                'installs it)')
+        datadir = os.path.join(self.state_dir, 'mysql')
+        log = self.log('mariadb')
+        user = ['--user=%s' % pwd.getpwuid(os.geteuid()).pw_name]
+        procs.run([install, '--no-defaults', '--datadir=%s' % datadir,
+                   '--auth-root-authentication-method=socket',
+                   '--skip-test-db'] + user, log, name='mariadb', timeout=180)
+        argv = [server, '--no-defaults', '--datadir=%s' % datadir,
+                '--socket=%s' % self.socket,
+                '--port=%d' % self.ports['mariadb'],
+                '--bind-address=127.0.0.1',
+                '--pid-file=%s' % os.path.join(self.run_dir, 'mysqld.pid'),
+                '--skip-name-resolve', '--skip-log-bin',
+                '--max-connections=1000',
+                '--innodb-buffer-pool-size=256M',
+                '--innodb-flush-log-at-trx-commit=2',
+                '--character-set-server=utf8mb4'] + user
+        entry = self._start('mariadb', argv, self.ports['mariadb'])
+        self._wait_port(entry, 60)
+        sql = ["CREATE USER IF NOT EXISTS '%s'@'127.0.0.1' IDENTIFIED BY "
+               "'%s'" % (DB_USER, PASSWORD)]
+        for db in DATABASES:
+            sql.append('CREATE DATABASE IF NOT EXISTS %s CHARACTER SET '
+                       'utf8' % db)
+            sql.append("GRANT ALL ON %s.* TO '%s'@'127.0.0.1'"
+                       % (db, DB_USER))
+        self.sql(';\n'.join(sql) + ';')
+
+    def sql(self, text):
+        """Run SQL as the server's root over its private socket."""
+        client = _which(MARIADB_CLIENT)
+        proc = subprocess.run(
+            [client, '--no-defaults', '--socket=%s' % self.socket,
+             '-u', 'root', '--batch', '--skip-column-names'],
+            input=text, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            universal_newlines=True, timeout=60)
+        if proc.returncode != 0:
+            raise procs.StartError('mariadb', 'SQL failed: %s'
+                                   % proc.stderr.strip(), self.log('mariadb'))
+        return proc.stdout
+
+    # -- RabbitMQ -------------------------------------------------------
+
+    def _rabbit_env(self):
+        base = os.path.join(self.state_dir, 'rabbitmq')
+        env = dict(os.environ)
+        env.update({
+            'RABBITMQ_NODENAME': self.state.data['rabbit_node'],
+            'RABBITMQ_NODE_IP_ADDRESS': '127.0.0.1',
+            'RABBITMQ_NODE_PORT': str(self.ports['rabbitmq']),
+            'RABBITMQ_DIST_PORT': str(self.ports['rabbitmq-dist']),
+            'RABBITMQ_MNESIA_BASE': os.path.join(base, 'mnesia'),
+            'RABBITMQ_LOG_BASE': os.path.join(base, 'log'),
+            'RABBITMQ_ENABLED_PLUGINS_FILE': os.path.join(
+                base, 'enabled_plugins'),
+            'RABBITMQ_FEATURE_FLAGS_FILE': os.path.join(base,
+                                                        'feature_flags'),
+            'RABBITMQ_CONFIG_FILE': os.path.join(base, 'rabbitmq.conf'),
+            'RABBITMQ_ADVANCED_CONFIG_FILE': os.path.join(
+                base, 'advanced.config'),
+            'RABBITMQ_CONF_ENV_FILE': os.path.join(base, 'rabbitmq-env.conf'),
+            'RABBITMQ_PID_FILE': os.path.join(base, 'rabbitmq.pid'),
+            # NOTE: a private epmd on its own port: stopping it cannot
+            # take another Erlang node's names with it.
+            'ERL_EPMD_PORT': str(self.ports['epmd']),
+            'ERL_EPMD_ADDRESS': '127.0.0.1',
+        })
+        if os.geteuid() != 0:
+            env['HOME'] = base
+        return env
+
+    def _rabbitmq(self):
+        server = _which(('rabbitmq-server',), RABBIT_DIRS)
+        ctl = _which(('rabbitmqctl',), RABBIT_DIRS)
+        if not server or not ctl:
+            raise procs.StartError(
+                'rabbitmq', 'rabbitmq-server is not installed (Debian: '
+                'apt-get install rabbitmq-server)')
+        base = os.path.join(self.state_dir, 'rabbitmq')
+        for d in ('mnesia', 'log'):
+            os.makedirs(os.path.join(base, d), exist_ok=True)
+        files = {
+            'enabled_plugins': '[].\n', 'rabbitmq-env.conf': '',
+            'advanced.config': '[].\n',
+            'rabbitmq.conf': (
+                'listeners.tcp.1 = 127.0.0.1:%d\n'
+                'loopback_users.guest = true\n'
+                'log.console = true\nlog.console.level = warning\n'
+                'log.file.level = info\n'
+                'disk_free_limit.absolute = 10MB\n'
+                % self.ports['rabbitmq']),
+        }
+        for name, text in files.items():
+            with open(os.path.join(base, name), 'w') as f:
+                f.write(text)
+        if os.geteuid() == 0:
+            user = pwd.getpwnam('rabbitmq')
+            for root, dirs, names in os.walk(base):
+                for p in [root] + [os.path.join(root, n)
+                                   for n in dirs + names]:
+                    os.chown(p, user.pw_uid, user.pw_gid)
+        env = self._rabbit_env()
+        entry = self._start('rabbitmq', [server], self.ports['rabbitmq'],
+                            env=env, ctl=ctl)
+        self._wait_port(entry, 90)
+        rc = subprocess.call([ctl, '-n', env['RABBITMQ_NODENAME'],
+                              'await_startup'], env=env, timeout=90,
+                             stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+        if rc != 0:
+            raise procs.StartError('rabbitmq', 'await_startup failed',
+                                   entry['log'])
+
+    def _stop_rabbitmq(self, entry):
+        env = self._rabbit_env()
+        if procs.alive(entry['pid'], entry['start_id']):
+            try:
+                subprocess.call([entry['ctl'], '-n', env['RABBITMQ_NODENAME'],
+                                 'stop'], env=env, timeout=60,
+                                stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+            except subprocess.TimeoutExpired:
+                pass
+        procs.stop(entry['pid'], entry['start_id'])
+        epmd = shutil.which('epmd') or _which(('epmd',), (
+            '/usr/bin', '/usr/lib/erlang/bin'))
+        if epmd:
+            subprocess.call([epmd, '-port', str(self.ports['epmd']), '-kill'],
+                            env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, timeout=30)
+
+    # -- set-up commands --------------------------------------------------
+
+    def _chains(self):
+        k = ['--config-file', self.conf('keystone.conf')]
+        me = pwd.getpwuid(os.geteuid()).pw_name
+        import grp
+        group = grp.getgrgid(os.getegid()).gr_name
+        n = ['--config-file', self.conf('nova.conf')]
+        neutron = ['--config-file', self.conf('neutron.conf'),
+                   '--config-file', self.conf('ml2_conf.ini')]
+        return [
+            ('keystone', [
+                [self.bin('keystone-manage')] + k + ['db_sync'],
+                [self.bin('keystone-manage')] + k + [
+                    'fernet_setup', '--keystone-user', me,
+                    '--keystone-group', group],
+                [self.bin('keystone-manage')] + k + [
+                    'credential_setup', '--keystone-user', me,
+                    '--keystone-group', group],
+                [self.bin('keystone-manage')] + k + [
+                    'bootstrap', '--bootstrap-password', PASSWORD,
+                    '--bootstrap-username', 'admin',
+                    '--bootstrap-project-name', 'admin',
+                    '--bootstrap-role-name', 'admin',
+                    '--bootstrap-service-name', 'keystone',
+                    '--bootstrap-region-id', configs.REGION,
+                    '--bootstrap-admin-url', configs.keystone_url(self),
+                    '--bootstrap-public-url', configs.keystone_url(self),
+                    '--bootstrap-internal-url', configs.keystone_url(self)],
+            ]),
+            ('placement', [[self.bin('placement-manage'), '--config-file',
+                            self.conf('placement.conf'), 'db', 'sync']]),
+            ('glance', [[self.bin('glance-manage'), '--config-file',
+                         self.conf('glance-api.conf'), 'db_sync']]),
+            ('neutron', [[self.bin('neutron-db-manage')] + neutron +
+                         ['upgrade', 'heads']]),
+            ('nova', [
+                [self.bin('nova-manage')] + n + ['api_db', 'sync'],
+                [self.bin('nova-manage')] + n + [
+                    'cell_v2', 'map_cell0', '--database_connection',
+                    self.db_url('nova_cell0')],
+                [self.bin('nova-manage')] + n + [
+                    'cell_v2', 'create_cell', '--name', 'cell1',
+                    '--database_connection', self.db_url('nova_cell1'),
+                    '--transport-url', self.transport_url],
+                [self.bin('nova-manage')] + n + ['db', 'sync'],
+            ]),
+        ]
+
+    def _run_chains(self):
+        """The database migrations of every service, in parallel."""
+        errors = []
+
+        def chain(name, commands):
+            try:
+                for argv in commands:
+                    procs.run(argv, self.log('%s-setup' % name),
+                              name='%s set-up' % name, timeout=900)
+            except procs.StartError as e:
+                errors.append(e)
+
+        threads = [threading.Thread(target=chain, args=c)
+                   for c in self._chains()]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errors:
+            raise errors[0]
+
+    def _venv_python(self, name, *args, **kw):
+        argv = [self.bin('python'), os.path.join(LIB, 'cloud_lib',
+                                                 'bootstrap.py')] + list(args)
+        log = self.log('bootstrap')
+        with open(log, 'ab') as out:
+            out.write(('\n$ bootstrap %s\n' % ' '.join(args)).encode())
+            out.flush()
+            proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=out,
+                                  env=self.venv_env(), timeout=kw.get(
+                                      'timeout', 300))
+        if proc.returncode != 0:
+            raise procs.StartError(name, 'bootstrap %s failed' % args[0], log)
+        return proc.stdout.decode().strip()
+
+    # -- up ---------------------------------------------------------------
+
+    def write_configs(self):
+        files = {
+            'keystone.conf': configs.keystone(self),
+            'placement.conf': configs.placement(self),
+            'glance-api.conf': configs.glance(self),
+            'neutron.conf': configs.neutron(self),
+            'ml2_conf.ini': configs.ml2(self),
+            'nova.conf': configs.nova(self),
+            'clouds.yaml': configs.clouds_yaml(self),
+        }
+        for name, text in files.items():
+            with open(self.conf(name), 'w') as f:
+                f.write(text)
+        for d in ('keystone', 'glance/images', 'glance/lock', 'neutron/lock',
+                  'nova/lock'):
+            os.makedirs(os.path.join(self.state_dir, d), exist_ok=True)
+
+    def compute_conf(self, host):
+        return self.conf('nova-cpu-%s.conf' % host)
+
+    def write_compute_conf(self, host):
+        """The compute's file, [revert_lock] from the devstack code path."""
+        path = self.compute_conf(host)
+        with open(path, 'w') as f:
+            f.write(configs.compute(self, host))
+        os.makedirs(os.path.join(self.state_dir, 'computes', host, 'lock'),
+                    exist_ok=True)
+        env = dict(os.environ)
+        env.setdefault('NOVA_REVERT_LOCK_ENABLED', 'True')
+        env.setdefault('NOVA_REVERT_LOCK_ON_UNKNOWN_CODE', 'fail')
+        env.setdefault('NOVA_REVERT_LOCK_MIXINS', '')
+        env['PYTHON'] = sys.executable
+        subprocess.check_call(
+            ['bash', '-c', 'set -eu; source "$1"; '
+             'nova_revert_lock_write_conf "$2"', 'revert-lock-conf',
+             os.path.join(TOP, 'devstack', 'lib', 'revert-lock-conf'),
+             path], env=env)
+        return path
+
+    def check(self, host):
+        """``nova-revert-lock check`` on a compute's file; its state."""
+        proc = subprocess.run(
+            [self.bin('nova-revert-lock'), 'check', '--config-file',
+             self.compute_conf(host), '--format', 'json'],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120,
+            universal_newlines=True)
+        with open(self.log('check-%s' % host), 'w') as f:
+            f.write(proc.stdout)
+        try:
+            state = json.loads(proc.stdout).get('state')
+        except ValueError:
+            state = None
+        if proc.returncode != 0 or state not in ('patched', 'already-fixed'):
+            raise procs.StartError('nova-revert-lock check (%s)' % host,
+                                   'state %s, exit %d' % (
+                                       state, proc.returncode),
+                                   self.log('check-%s' % host))
+        return state
+
+    def start_compute(self, host, mode, log_suffix=''):
+        name = 'nova-compute-%s' % host
+        binary = ('nova-compute-revert-lock' if mode == 'wrapper'
+                  else 'nova-compute')
+        argv = [self.bin(binary), '--config-file', self.compute_conf(host)]
+        log = self.log(name + log_suffix)
+        pid = procs.start(name, argv, log)
+        entry = {'name': name, 'pid': pid, 'argv0': argv[0], 'port': None,
+                 'log': log, 'start_id': procs.starttime(pid), 'host': host,
+                 'mode': mode}
+        self.state.services.append(entry)
+        self.state.save()
+        return entry
+
+    def computes(self):
+        return [{'host': s['host'], 'mode': s['mode']}
+                for s in self.state.services if s.get('host')]
+
+    def up(self, mode='mixed'):
+        if self.state and self.state.running():
+            raise UpError('the cloud in %s is already up (%d processes); '
+                          'tools/cloud down first' % (
+                              self.state_dir, len(self.state.running())))
+        self.ensure_venv()
+        if os.path.isdir(self.state_dir):
+            shutil.rmtree(self.state_dir)
+        for d in (self.etc, self.logs, self.run_dir):
+            os.makedirs(d)
+        self.state = procs.State(self.state_dir)
+        taken = set()
+        self.ports = {name: procs.pick_port(port, taken)
+                      for name, port in sorted(PORTS.items())}
+        self.state.data.update({
+            'series': self.series, 'venv': self.venv, 'ports': self.ports,
+            'rabbit_node': 'nrl-cloud-%d@localhost' % self.ports['rabbitmq'],
+            'services': [], 'started_at': time.time(),
+            'nova_version': self.info['nova'], 'mode': mode})
+        self.state.save()
+        started = time.monotonic()
+        try:
+            self._up(mode)
+        except procs.StartError:
+            self.down(quiet=True)
+            raise
+        except BaseException:
+            self.down(quiet=True)
+            raise
+        self.state.data['up_seconds'] = round(time.monotonic() - started, 1)
+        self.state.save()
+        say('up in %.0fs: %s' % (self.state.data['up_seconds'],
+                                 self.state_dir))
+
+    def _up(self, mode):
+        say('MariaDB on 127.0.0.1:%d' % self.ports['mariadb'])
+        self._mariadb()
+        say('RabbitMQ on 127.0.0.1:%d' % self.ports['rabbitmq'])
+        self._rabbitmq()
+        self.write_configs()
+        say('migrating the databases (keystone, placement, glance, '
+            'neutron, nova cells)')
+        self._run_chains()
+        env = dict(os.environ)
+        env['OS_KEYSTONE_CONFIG_FILES'] = self.conf('keystone.conf')
+        server = os.path.join(LIB, 'cloud_lib', 'wsgi_server.py')
+        entry = self._start('keystone', [
+            self.bin('python'), server, '--port', str(self.ports['keystone']),
+            'keystone.server.wsgi:initialize_public_application'],
+            self.ports['keystone'], env=env)
+        self._wait_port(entry)
+        say('keystone on 127.0.0.1:%d' % self.ports['keystone'])
+        self._venv_python('keystone', 'identity', json.dumps(self.ports))
+        env = dict(os.environ)
+        env['OS_PLACEMENT_CONFIG_DIR'] = self.etc
+        waits = [self._start('placement', [
+            self.bin('python'), server, '--port',
+            str(self.ports['placement']), 'placement.wsgi:init_application'],
+            self.ports['placement'], env=env)]
+        waits.append(self._start('glance', [
+            self.bin('glance-api'), '--config-file',
+            self.conf('glance-api.conf')], self.ports['glance']))
+        waits.append(self._start('neutron', [
+            self.bin('neutron-server'), '--config-file',
+            self.conf('neutron.conf'), '--config-file',
+            self.conf('ml2_conf.ini')], self.ports['neutron']))
+        n = ['--config-file', self.conf('nova.conf')]
+        self._start('nova-conductor', [self.bin('nova-conductor')] + n)
+        self._start('nova-scheduler', [self.bin('nova-scheduler')] + n)
+        waits.append(self._start('nova-api', [self.bin('nova-api')] + n,
+                                 self.ports['nova-api']))
+        for entry in waits:
+            self._wait_port(entry, 180)
+            say('%s on 127.0.0.1:%d' % (entry['name'], entry['port']))
+        self._venv_python('glance', 'image')
+        modes = [(h, m if mode == 'mixed' else mode) for h, m in COMPUTES]
+        for host, mode in modes:
+            self.write_compute_conf(host)
+            if mode == 'wrapper':
+                say('nova-revert-lock check %s: %s' % (host, self.check(host)))
+        for host, mode in modes:
+            self.start_compute(host, mode)
+        self._wait_computes([h for h, _m in modes])
+        self._venv_python('nova', 'flavors')
+        say('computes: %s' % ', '.join('%s (%s)' % hm for hm in modes))
+
+    def _wait_computes(self, hosts, timeout=180):
+        deadline = time.monotonic() + timeout
+        while True:
+            for s in self.state.services:
+                if s.get('host') and not procs.alive(s['pid'], s['start_id']):
+                    raise procs.StartError(s['name'], 'exited before it '
+                                           'was up', s['log'])
+            rows = self.sql('SELECT host FROM nova_cell1.compute_nodes '
+                            'WHERE deleted = 0').split()
+            if set(hosts) <= set(rows):
+                break
+            if time.monotonic() > deadline:
+                missing = sorted(set(hosts) - set(rows))
+                name = 'nova-compute-%s' % missing[0]
+                raise procs.StartError(name, 'no compute node after %ds'
+                                       % timeout, self.log(name))
+            time.sleep(1)
+        procs.run([self.bin('nova-manage'), '--config-file',
+                   self.conf('nova.conf'), 'cell_v2', 'discover_hosts'],
+                  self.log('nova-setup'), name='discover_hosts')
+        self._venv_python('nova', 'wait-hypervisors', str(len(hosts)))
+
+    def restart_compute(self, host, mode):
+        """Stop one compute by its pid; start it again as ``mode``."""
+        retired = self.state.data.setdefault('retired', [])
+        for s in list(self.state.services):
+            if s.get('host') == host:
+                procs.stop(s['pid'], s['start_id'])
+                self.state.services.remove(s)
+                retired.append(s)
+        self.state.save()
+        if mode == 'wrapper':
+            self.check(host)
+        # NOTE: a log per process, so that what the host logged as plain
+        # and as wrapper can be judged apart.
+        entry = self.start_compute(host, mode, '-%d' % len(retired))
+        # NOTE: up again when its RPC server answers: Nova starts it
+        # after init_host, so from then on confirm and revert casts to
+        # the host are consumed by the new process. The wrapper answers
+        # `status`; a plain compute answers it with UnsupportedVersion.
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if not procs.alive(entry['pid'], entry['start_id']):
+                raise procs.StartError(entry['name'], 'exited', entry['log'])
+            proc = subprocess.run(
+                [self.bin('nova-revert-lock'), 'status', '--host', host,
+                 '--config-file', self.conf('nova.conf'), '--timeout', '3',
+                 '--format', 'json'], stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL, universal_newlines=True,
+                timeout=60)
+            try:
+                row = json.loads(proc.stdout)[0]
+            except (ValueError, IndexError):
+                row = {}
+            if row.get('reachable'):
+                return entry
+            time.sleep(1)
+        raise procs.StartError(entry['name'], 'no RPC answer within 120s',
+                               entry['log'])
+
+    # -- down -------------------------------------------------------------
+
+    def down(self, quiet=False):
+        # NOTE: from the file: another command (the rolling switch) may
+        # have restarted a compute since this object read it.
+        if os.path.exists(os.path.join(self.state_dir, procs.STATE_FILE)):
+            self.state = procs.State(self.state_dir)
+        if not self.state:
+            if not quiet:
+                say('nothing to stop in %s' % self.state_dir)
+            return 0
+        stopped = 0
+        for entry in reversed(self.state.services):
+            if entry['name'] == 'rabbitmq':
+                self._stop_rabbitmq(entry)
+                stopped += 1
+            elif procs.stop(entry['pid'], entry['start_id']):
+                stopped += 1
+        left = self.state.running()
+        if not quiet:
+            say('stopped %d processes' % stopped)
+        if left:
+            raise UpError('still running: %s' % ', '.join(
+                '%s (%d)' % (s['name'], s['pid']) for s in left))
+        return stopped
+
+    # -- status -------------------------------------------------------------
+
+    def status(self):
+        running = {id(s) for s in self.state.running()} if self.state else ()
+        services = []
+        for s in (self.state.services if self.state else []):
+            services.append({'name': s['name'], 'pid': s['pid'],
+                             'port': s.get('port'), 'log': s['log'],
+                             'running': id(s) in running})
+        return {
+            'state_dir': self.state_dir,
+            'mode': self.state.data.get('mode') if self.state else None,
+            'series': self.series,
+            'clouds_yaml': self.clouds_yaml,
+            'nova_conf': self.conf('nova.conf'),
+            'nova_version': self.info['nova'],
+            'venv': self.venv,
+            'services': services,
+            'computes': self.computes() if self.state else [],
+        }
+
+
+def find_python(version):
+    proc = subprocess.run(
+        ['bash', '-c', '. "$1"; find_python "$2"', 'find-python',
+         os.path.join(TOP, 'tools', 'lib', 'find-python.sh'), version],
+        stdout=subprocess.PIPE, universal_newlines=True)
+    if proc.returncode != 0:
+        raise UpError('no Python %s found (PATH, pyenv, /usr/local/bin, '
+                      '/usr/bin)' % version)
+    return proc.stdout.strip()

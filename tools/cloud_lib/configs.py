@@ -1,0 +1,232 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The services' configuration files, as text.
+
+``c`` is the cloud's layout: ``c.etc``, ``c.venv``, ``c.state_dir``,
+``c.ports`` (name -> port), ``c.db_url(name)``, ``c.transport_url``,
+``c.password``. Everything listens on and talks to 127.0.0.1.
+"""
+
+import os
+
+REGION = 'RegionOne'
+
+
+def _ini(sections):
+    out = []
+    for name, options in sections:
+        out.append('[%s]' % name)
+        for key, value in options:
+            out.append('%s = %s' % (key, value))
+        out.append('')
+    return '\n'.join(out)
+
+
+def keystone_url(c):
+    return 'http://127.0.0.1:%d/v3' % c.ports['keystone']
+
+
+def authtoken(c, user):
+    return ('keystone_authtoken', [
+        ('www_authenticate_uri', keystone_url(c)),
+        ('auth_url', keystone_url(c)),
+        ('auth_type', 'password'),
+        ('username', user),
+        ('password', c.password),
+        ('project_name', 'service'),
+        ('user_domain_name', 'Default'),
+        ('project_domain_name', 'Default'),
+        ('region_name', REGION),
+    ])
+
+
+def service_auth(c, group, user='nova'):
+    """A keystoneauth section for a service-to-service client."""
+    return (group, [
+        ('auth_type', 'password'),
+        ('auth_url', keystone_url(c)),
+        ('username', user),
+        ('password', c.password),
+        ('project_name', 'service'),
+        ('user_domain_name', 'Default'),
+        ('project_domain_name', 'Default'),
+        ('region_name', REGION),
+    ])
+
+
+def keystone(c):
+    keys = os.path.join(c.state_dir, 'keystone')
+    return _ini([
+        ('DEFAULT', [('debug', 'False')]),
+        ('database', [('connection', c.db_url('keystone'))]),
+        ('token', [('provider', 'fernet')]),
+        ('fernet_tokens', [('key_repository',
+                            os.path.join(keys, 'fernet-keys'))]),
+        ('fernet_receipts', [('key_repository',
+                              os.path.join(keys, 'fernet-keys'))]),
+        ('credential', [('key_repository',
+                         os.path.join(keys, 'credential-keys'))]),
+    ])
+
+
+def placement(c):
+    return _ini([
+        ('DEFAULT', [('debug', 'False')]),
+        ('api', [('auth_strategy', 'keystone')]),
+        ('placement_database', [('connection', c.db_url('placement'))]),
+        authtoken(c, 'placement'),
+    ])
+
+
+def glance(c):
+    return _ini([
+        ('DEFAULT', [('debug', 'False'),
+                     ('bind_host', '127.0.0.1'),
+                     ('bind_port', c.ports['glance']),
+                     ('workers', '1')]),
+        ('database', [('connection', c.db_url('glance'))]),
+        authtoken(c, 'glance'),
+        ('paste_deploy', [
+            ('flavor', 'keystone'),
+            ('config_file', os.path.join(c.venv, 'etc', 'glance',
+                                         'glance-api-paste.ini'))]),
+        ('glance_store', [
+            ('stores', 'file'),
+            ('default_store', 'file'),
+            ('filesystem_store_datadir',
+             os.path.join(c.state_dir, 'glance', 'images'))]),
+        ('oslo_concurrency', [('lock_path', os.path.join(
+            c.state_dir, 'glance', 'lock'))]),
+    ])
+
+
+def neutron(c):
+    return _ini([
+        ('DEFAULT', [('debug', 'False'),
+                     ('bind_host', '127.0.0.1'),
+                     ('bind_port', c.ports['neutron']),
+                     ('core_plugin', 'ml2'),
+                     # NOTE: no routers, no agents: servers boot with
+                     # networks "none"; nova only lists (empty) ports.
+                     ('service_plugins', ''),
+                     ('auth_strategy', 'keystone'),
+                     ('transport_url', c.transport_url),
+                     ('api_workers', '1'),
+                     ('rpc_workers', '0'),
+                     ('rpc_state_report_workers', '0'),
+                     ('notify_nova_on_port_status_changes', 'False'),
+                     ('notify_nova_on_port_data_changes', 'False'),
+                     ('api_paste_config', os.path.join(
+                         c.venv, 'etc', 'neutron', 'api-paste.ini')),
+                     ('state_path', os.path.join(c.state_dir, 'neutron'))]),
+        ('database', [('connection', c.db_url('neutron'))]),
+        authtoken(c, 'neutron'),
+        ('oslo_concurrency', [('lock_path', os.path.join(
+            c.state_dir, 'neutron', 'lock'))]),
+    ])
+
+
+def ml2(c):
+    return _ini([
+        ('ml2', [('type_drivers', 'flat,local'),
+                 ('tenant_network_types', 'local'),
+                 ('mechanism_drivers', ''),
+                 ('extension_drivers', 'port_security')]),
+        ('ml2_type_flat', [('flat_networks', '*')]),
+    ])
+
+
+def _nova_common(c, host, state):
+    return [
+        ('debug', 'False'),
+        ('host', host),
+        ('transport_url', c.transport_url),
+        ('my_ip', '127.0.0.1'),
+        ('state_path', state),
+    ]
+
+
+def nova(c):
+    """API, conductor, scheduler, nova-manage and the fleet audit."""
+    state = os.path.join(c.state_dir, 'nova')
+    return _ini([
+        ('DEFAULT', _nova_common(c, 'nrl-controller', state) + [
+            ('enabled_apis', 'osapi_compute'),
+            ('osapi_compute_listen', '127.0.0.1'),
+            ('osapi_compute_listen_port', c.ports['nova-api']),
+            ('osapi_compute_workers', '1'),
+        ]),
+        ('api', [('auth_strategy', 'keystone')]),
+        ('wsgi', [('api_paste_config', os.path.join(
+            c.venv, 'etc', 'nova', 'api-paste.ini'))]),
+        ('api_database', [('connection', c.db_url('nova_api'))]),
+        ('database', [('connection', c.db_url('nova_cell1'))]),
+        ('conductor', [('workers', '1')]),
+        ('scheduler', [('workers', '1'),
+                       ('discover_hosts_in_cells_interval', '-1')]),
+        authtoken(c, 'nova'),
+        service_auth(c, 'placement'),
+        service_auth(c, 'neutron'),
+        ('glance', [('region_name', REGION)]),
+        ('vnc', [('enabled', 'False')]),
+        ('oslo_concurrency', [('lock_path', os.path.join(state, 'lock'))]),
+    ])
+
+
+def compute(c, host):
+    """A compute's own file: no database (it goes through the conductor)."""
+    state = os.path.join(c.state_dir, 'computes', host)
+    return _ini([
+        ('DEFAULT', _nova_common(c, host, state) + [
+            ('compute_driver', 'fake.MediumFakeDriver'),
+            ('instances_path', os.path.join(state, 'instances')),
+            # NOTE: the periodic that races confirm and revert, as often
+            # as Nova lets it run.
+            ('update_resources_interval', '1'),
+            ('reserved_host_memory_mb', '0'),
+            ('reserved_host_disk_mb', '0'),
+            ('heal_instance_info_cache_interval', '-1'),
+        ]),
+        service_auth(c, 'placement'),
+        service_auth(c, 'neutron'),
+        ('glance', [('region_name', REGION)]),
+        ('vnc', [('enabled', 'False')]),
+        ('oslo_concurrency', [('lock_path', os.path.join(state, 'lock'))]),
+    ])
+
+
+def clouds_yaml(c):
+    return '\n'.join([
+        'clouds:',
+        '  nrl:',
+        '    auth:',
+        '      auth_url: %s' % keystone_url(c),
+        '      username: admin',
+        '      password: %s' % c.password,
+        '      project_name: admin',
+        '      user_domain_name: Default',
+        '      project_domain_name: Default',
+        '    region_name: %s' % REGION,
+        '    identity_api_version: 3',
+        '  nrl-demo:',
+        '    auth:',
+        '      auth_url: %s' % keystone_url(c),
+        '      username: demo',
+        '      password: %s' % c.password,
+        '      project_name: demo',
+        '      user_domain_name: Default',
+        '      project_domain_name: Default',
+        '    region_name: %s' % REGION,
+        '    identity_api_version: 3',
+        '',
+    ])

@@ -1,0 +1,90 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The logs are part of the result.
+
+Fails when any service log has an ERROR or CRITICAL line from
+``nova_revert_lock``, or when a compute that ran the wrapper logged more
+ERROR lines than the plain compute did. The status audit's probes make
+a plain compute log ERROR tracebacks of its own (``UnsupportedVersion``,
+see the audit's documentation); they are counted apart, so that they
+cannot make room for a wrapper's errors.
+"""
+
+import re
+
+OURS = re.compile(r' (ERROR|CRITICAL) nova_revert_lock[.\s]')
+#: date, time, pid, level, logger
+LINE = re.compile(r'^(\S+ \S+) (\d+) (ERROR|CRITICAL) (\S+)')
+PROBE = re.compile(r'UnsupportedVersion.*get_status')
+
+
+def _errors(path):
+    """(ERROR lines, of them from status probes, lines from us).
+
+    oslo.messaging logs a probe as "Exception during message handling"
+    plus its traceback, every line an ERROR line with the same time stamp
+    and pid; a block naming ``UnsupportedVersion`` for ``get_status``
+    counts as the probe's.
+    """
+    try:
+        with open(path, 'rb') as f:
+            lines = f.read().decode('utf-8', 'replace').splitlines()
+    except (IOError, OSError):
+        return 0, 0, []
+    ours, errors, probes = [], [], set()
+    for line in lines:
+        if OURS.search(line):
+            ours.append(line.strip()[:300])
+        m = LINE.match(line)
+        if m:
+            key = (m.group(1), m.group(2), m.group(4))
+            errors.append(key)
+            if m.group(4) == 'oslo_messaging.rpc.server' and (
+                    PROBE.search(line)):
+                probes.add(key)
+    probe = sum(1 for key in errors if key in probes)
+    return len(errors), probe, ours
+
+
+def check(services):
+    """Judge the logs of ``services`` (state entries, retired ones too).
+
+    :returns: (ok, report dict)
+    """
+    report = {'ours': {}, 'computes': []}
+    for s in services:
+        total, probe, ours = _errors(s['log'])
+        if ours:
+            report['ours'][s['log']] = ours
+        if s.get('host'):
+            report['computes'].append({
+                'host': s['host'], 'mode': s['mode'], 'log': s['log'],
+                'errors': total, 'probe_errors': probe,
+                'other_errors': total - probe})
+    problems = []
+    for log, lines in sorted(report['ours'].items()):
+        problems.append('%s: %d ERROR/CRITICAL lines from nova_revert_lock, '
+                        'first: %s' % (log, len(lines), lines[0]))
+    plain = [v['other_errors'] for v in report['computes']
+             if v['mode'] == 'plain']
+    if plain:
+        ceiling = min(plain)
+        report['plain_ceiling'] = ceiling
+        for v in report['computes']:
+            if v['mode'] == 'wrapper' and v['other_errors'] > ceiling:
+                problems.append(
+                    '%s (%s) ran the wrapper and logged %d ERROR lines, the '
+                    'plain compute %d' % (v['host'], v['log'],
+                                          v['other_errors'], ceiling))
+    report['problems'] = problems
+    return not problems, report

@@ -1,0 +1,244 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Ports, processes and the state file of one cloud.
+
+Every service runs in its own session (process group), so that stopping
+it by the pid ``up`` recorded also ends the workers it forked, and
+nothing else. A pid is only signalled while its command line is still
+the one recorded: a pid the kernel reused is left alone.
+"""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+
+STATE_FILE = 'state.json'
+
+
+class StartError(Exception):
+    """A component did not come up; ``name`` and ``log`` say which."""
+
+    def __init__(self, name, reason, log=None):
+        super(StartError, self).__init__('%s: %s' % (name, reason))
+        self.name = name
+        self.reason = reason
+        self.log = log
+
+
+def port_free(port):
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # NOTE: as the servers bind: a port left in TIME_WAIT by the last run
+    # is free for them, one somebody listens on is not.
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(('127.0.0.1', port))
+        return True
+    except OSError:
+        return False
+    finally:
+        sock.close()
+
+
+def pick_port(preferred, taken):
+    """``preferred`` when free on loopback, else a free one the kernel gives.
+
+    :param taken: ports already handed out in this ``up`` (not yet bound)
+    """
+    if preferred and preferred not in taken and port_free(preferred):
+        taken.add(preferred)
+        return preferred
+    while True:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            sock.bind(('127.0.0.1', 0))
+            port = sock.getsockname()[1]
+        finally:
+            sock.close()
+        if port not in taken:
+            taken.add(port)
+            return port
+
+
+def listening(port, host='127.0.0.1'):
+    try:
+        socket.create_connection((host, port), 1).close()
+        return True
+    except OSError:
+        return False
+
+
+def _stat(pid):
+    try:
+        with open('/proc/%d/stat' % pid) as f:
+            return f.read().rsplit(')', 1)[1].split()
+    except (IOError, OSError, IndexError):
+        return None
+
+
+def starttime(pid):
+    """The process's start time (clock ticks since boot), or None.
+
+    With the pid it names one process for good: a pid the kernel hands
+    out again gets another start time. (The command line would not do:
+    some servers exec into another program while starting.)
+    """
+    fields = _stat(pid)
+    return fields[19] if fields else None
+
+
+def alive(pid, start_id=None):
+    """True if ``pid`` runs (not a zombie) and started at ``start_id``."""
+    if not pid:
+        return False
+    fields = _stat(pid)
+    if not fields or fields[0] == 'Z':
+        return False
+    return start_id is None or fields[19] == start_id
+
+
+def start(name, argv, log, env=None, cwd=None):
+    """Start ``argv`` in its own session, output appended to ``log``."""
+    with open(log, 'ab') as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, env=env, cwd=cwd,
+                                start_new_session=True, close_fds=True)
+    return proc.pid
+
+
+def group_members(pgid):
+    members = []
+    for entry in os.listdir('/proc'):
+        if not entry.isdigit():
+            continue
+        try:
+            with open('/proc/%s/stat' % entry) as f:
+                fields = f.read().rsplit(')', 1)[1].split()
+        except (IOError, OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid and fields[0] != 'Z':
+            members.append(int(entry))
+    return members
+
+
+def stop(pid, start_id, timeout=30):
+    """SIGTERM the session ``pid`` leads, then SIGKILL what is left.
+
+    :returns: True if something was stopped
+    """
+    if not alive(pid, start_id):
+        fields = _stat(pid)
+        if fields and fields[0] != 'Z':
+            return False  # the pid is another process's now
+        # NOTE: the leader is gone (or a zombie); workers it forked may
+        # still be in its group, which nobody else can have joined.
+        if group_members(pid):
+            _signal_group(pid, signal.SIGKILL)
+            _reap(pid)
+            return True
+        return False
+    _signal_group(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not group_members(pid):
+            return True
+        _reap(pid)
+        time.sleep(0.2)
+    _signal_group(pid, signal.SIGKILL)
+    time.sleep(0.5)
+    _reap(pid)
+    return True
+
+
+def _signal_group(pgid, sig):
+    try:
+        os.killpg(pgid, sig)
+    except OSError:
+        pass
+
+
+def _reap(pid):
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except OSError:
+        pass
+
+
+def wait_for(name, check, pid, start_id, log, timeout):
+    """Poll ``check()`` until true; fail if the process dies or time ends."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if check():
+            return
+        if pid is not None and not alive(pid, start_id):
+            _reap(pid)
+            raise StartError(name, 'exited before it was up', log)
+        if time.monotonic() > deadline:
+            raise StartError(name, 'not up after %ds' % timeout, log)
+        time.sleep(0.3)
+
+
+def tail(path, lines=25):
+    try:
+        with open(path, 'rb') as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - 64 * 1024))
+            text = f.read().decode('utf-8', 'replace')
+    except (IOError, OSError):
+        return '(no log at %s)' % path
+    return '\n'.join(text.splitlines()[-lines:])
+
+
+def run(argv, log, env=None, timeout=600, name=None):
+    """Run a set-up command to completion, output appended to ``log``."""
+    with open(log, 'ab') as out:
+        out.write(('\n$ %s\n' % ' '.join(argv)).encode())
+        out.flush()
+        try:
+            rc = subprocess.call(argv, stdout=out, stderr=subprocess.STDOUT,
+                                 stdin=subprocess.DEVNULL, env=env,
+                                 timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise StartError(name or argv[0], 'timed out after %ds: %s'
+                             % (timeout, ' '.join(argv)), log)
+    if rc != 0:
+        raise StartError(name or os.path.basename(argv[0]),
+                         'exit %d: %s' % (rc, ' '.join(argv)), log)
+
+
+class State(object):
+    """state.json in the state directory: what ``up`` started."""
+
+    def __init__(self, state_dir):
+        self.path = os.path.join(state_dir, STATE_FILE)
+        self.data = {}
+        if os.path.exists(self.path):
+            with open(self.path) as f:
+                self.data = json.load(f)
+
+    def save(self):
+        tmp = self.path + '.tmp'
+        with open(tmp, 'w') as f:
+            json.dump(self.data, f, indent=2, sort_keys=True)
+        os.rename(tmp, self.path)
+
+    @property
+    def services(self):
+        return self.data.setdefault('services', [])
+
+    def running(self):
+        return [s for s in self.services
+                if s.get('pid') and alive(s['pid'], s.get('start_id'))]

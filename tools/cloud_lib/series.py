@@ -1,0 +1,43 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""What each release series installs, on which Python.
+
+The versions are the series' own: Nova and placement as the functional
+envs pin them, the other services at their last release of the series,
+everything else from the project's constraints file (constraints/).
+"""
+
+SERIES = {
+    'ussuri': {
+        'python': '3.8',
+        'constraints': 'ussuri.txt',
+        'nova': '21.1.0',
+        'services': ['nova==21.1.0', 'openstack-placement==3.0.1',
+                     'keystone==17.0.1', 'glance==20.2.0',
+                     'neutron==16.4.2'],
+        'clients': ['PyMySQL', 'openstacksdk', 'python-openstackclient'],
+        'tempest': 'tempest==24.0.0',
+    },
+    'epoxy': {
+        'python': '3.11',
+        'constraints': 'epoxy.txt',
+        'nova': '31.3.1',
+        'services': ['nova==31.3.1', 'openstack-placement==13.0.0',
+                     'keystone==27.0.0', 'glance==30.0.0',
+                     'neutron==26.0.0'],
+        'clients': ['PyMySQL', 'openstacksdk', 'python-openstackclient'],
+        # tempest is branchless and not in these pins: the release made
+        # at the start of 2025.1.
+        'tempest': 'tempest==43.0.0',
+    },
+}

@@ -1,0 +1,313 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Resize+confirm and resize+revert cycles over the REST API, with books.
+
+Runs inside the cloud's virtualenv::
+
+    python soak.py --cycles N --out result.json [--servers 3]
+
+N cycles of each kind, alternating, on servers pinned round-robin to the
+compute hosts at boot; each cycle resizes one server to the other flavor
+and confirms or reverts it, while the computes run their periodic every
+second. Every cycle is judged on the books:
+
+``stable``
+    at VERIFY_RESIZE and when the move is over, each host's usage as
+    Nova reports it (os-hypervisors ``vcpus_used``, ``memory_mb_used``)
+    and placement's usages equal what the servers hold (given 3 s to
+    settle: the trackers save on their next periodic);
+``under``
+    in between, polled continuously: a host never reports less than the
+    servers that stay on it (a double free reads below that, bug 1879878);
+``neither``
+    a reverting server counted on neither host at once (the source-side
+    window upstream left open).
+
+A cycle is wrong if ``stable`` fails, ``under`` is seen, or the server
+ends in ERROR. ``neither`` is reported apart.
+"""
+
+import argparse
+import json
+import statistics
+import sys
+import time
+
+from cloud_lib import bootstrap
+from cloud_lib import rest
+
+FLAVORS = {f[0]: {'vcpus': f[2], 'ram': f[3]} for f in bootstrap.FLAVORS}
+SETTLE = 3.0
+POLL = 0.1
+TIMEOUT = 120
+
+
+class CycleError(Exception):
+    pass
+
+
+class Soak(object):
+
+    def __init__(self, clients, image):
+        self.c = clients
+        self.image = image
+
+    # -- reading ----------------------------------------------------------
+
+    def hypervisors(self):
+        hyps = self.c.compute.get('/os-hypervisors/detail').json()[
+            'hypervisors']
+        return {h['hypervisor_hostname']: (h['vcpus_used'],
+                                           h['memory_mb_used'])
+                for h in hyps}
+
+    def providers(self):
+        if not hasattr(self, '_rps'):
+            rps = self.c.placement.get('/resource_providers').json()[
+                'resource_providers']
+            self._rps = {r['name']: r['uuid'] for r in rps}
+        return self._rps
+
+    def placement(self):
+        out = {}
+        for name, uuid in self.providers().items():
+            u = self.c.placement.get('/resource_providers/%s/usages'
+                                     % uuid).json()['usages']
+            out[name] = (u.get('VCPU', 0), u.get('MEMORY_MB', 0))
+        return out
+
+    def servers(self):
+        return self.c.compute.get('/servers/detail', params={
+            'all_tenants': 1}).json()['servers']
+
+    def server(self, sid):
+        return self.c.compute.get('/servers/%s' % sid).json()['server']
+
+    def base(self, moving):
+        """Per host, what the servers other than ``moving`` hold."""
+        out = {h: [0, 0] for h in self.providers()}
+        for s in self.servers():
+            if s['id'] == moving:
+                continue
+            host = s.get('OS-EXT-SRV-ATTR:host')
+            if host in out:
+                out[host][0] += s['flavor']['vcpus']
+                out[host][1] += s['flavor']['ram']
+        return out
+
+    # -- acting -----------------------------------------------------------
+
+    def boot(self, name, host):
+        body = {'server': {
+            'name': name, 'imageRef': self.image, 'flavorRef': 'nrl-1',
+            'networks': 'none', 'availability_zone': 'nova:%s' % host}}
+        return self.c.compute.post('/servers', json=body).json()['server'][
+            'id']
+
+    def wait(self, sid, status, watch=None):
+        deadline = time.monotonic() + TIMEOUT
+        while True:
+            s = self.server(sid)
+            if s['status'] == status and not s.get('OS-EXT-STS:task_state'):
+                return s
+            if s['status'] == 'ERROR':
+                raise CycleError('server %s in ERROR: %s' % (
+                    sid, s.get('fault', {}).get('message')))
+            if time.monotonic() > deadline:
+                raise CycleError('server %s not %s after %ds (%s/%s)' % (
+                    sid, status, TIMEOUT, s['status'],
+                    s.get('OS-EXT-STS:task_state')))
+            if watch:
+                watch()
+            time.sleep(POLL)
+
+    def wait_migration(self, sid, status):
+        deadline = time.monotonic() + TIMEOUT
+        while time.monotonic() < deadline:
+            migs = self.c.compute.get('/os-migrations', params={
+                'instance_uuid': sid}).json()['migrations']
+            if migs and sorted(migs, key=lambda m: m['id'])[-1][
+                    'status'] == status:
+                return
+            time.sleep(POLL)
+        raise CycleError('migration of %s not %s' % (sid, status))
+
+    def settle(self, expected):
+        """Wait up to SETTLE s for both books to read ``expected``.
+
+        :returns: (ok, last hypervisors, last placement)
+        """
+        deadline = time.monotonic() + SETTLE
+        while True:
+            hyp, plc = self.hypervisors(), self.placement()
+            ok = all(tuple(hyp.get(h, ())) == tuple(v) and
+                     tuple(plc.get(h, ())) == tuple(v)
+                     for h, v in expected.items())
+            if ok or time.monotonic() > deadline:
+                return ok, hyp, plc
+            time.sleep(0.2)
+
+    # -- one cycle ----------------------------------------------------------
+
+    def cycle(self, sid, kind):
+        before = self.server(sid)
+        src = before['OS-EXT-SRV-ATTR:host']
+        old = before['flavor']['original_name']
+        old_id = 'nrl-1' if old == 'nrl.small' else 'nrl-2'
+        new_id = 'nrl-2' if old_id == 'nrl-1' else 'nrl-1'
+        base = self.base(sid)
+        record = {'kind': kind, 'server': sid, 'source': src,
+                  'old': old_id, 'new': new_id, 'under': [],
+                  'neither': 0, 'stable': [], 'error': None}
+        dest = {}
+
+        def watch():
+            hyp = self.hypervisors()
+            for h, (vcpus, ram) in hyp.items():
+                b = base.get(h, (0, 0))
+                if vcpus < b[0] or ram < b[1]:
+                    record['under'].append({'host': h, 'vcpus': vcpus,
+                                            'ram': ram, 'base': list(b)})
+            d = dest.get('host')
+            if kind == 'revert' and d and d in hyp:
+                if (tuple(hyp[src]) == tuple(base[src]) and
+                        tuple(hyp[d]) == tuple(base[d])):
+                    record['neither'] += 1
+
+        started = time.monotonic()
+        try:
+            self.c.compute.post('/servers/%s/action' % sid,
+                                json={'resize': {'flavorRef': new_id}})
+            s = self.wait(sid, 'VERIFY_RESIZE', watch)
+            dst = s['OS-EXT-SRV-ATTR:host']
+            dest['host'] = dst
+            record['dest'] = dst
+            o, n = FLAVORS[old_id], FLAVORS[new_id]
+            expected = {src: (base[src][0] + o['vcpus'],
+                              base[src][1] + o['ram']),
+                        dst: (base[dst][0] + n['vcpus'],
+                              base[dst][1] + n['ram'])}
+            self._judge(record, 'verify_resize', expected)
+            action = 'confirmResize' if kind == 'confirm' else 'revertResize'
+            self.c.compute.post('/servers/%s/action' % sid,
+                                json={action: None})
+            self.wait(sid, 'ACTIVE', watch)
+            self.wait_migration(sid, 'confirmed' if kind == 'confirm'
+                                else 'reverted')
+            watch()
+            if kind == 'confirm':
+                expected = {src: tuple(base[src]),
+                            dst: (base[dst][0] + n['vcpus'],
+                                  base[dst][1] + n['ram'])}
+            else:
+                expected = {src: (base[src][0] + o['vcpus'],
+                                  base[src][1] + o['ram']),
+                            dst: tuple(base[dst])}
+            self._judge(record, 'done', expected)
+        except CycleError as e:
+            record['error'] = str(e)
+        record['seconds'] = round(time.monotonic() - started, 3)
+        record['wrong'] = bool(record['under'] or record['stable'] or
+                               record['error'])
+        return record
+
+    def _judge(self, record, point, expected):
+        ok, hyp, plc = self.settle(expected)
+        if not ok:
+            record['stable'].append({
+                'at': point, 'expected': {h: list(v) for h, v in
+                                          expected.items()},
+                'hypervisors': {h: list(hyp.get(h, ())) for h in expected},
+                'placement': {h: list(plc.get(h, ())) for h in expected}})
+
+
+def percentile(values, p):
+    values = sorted(values)
+    if not values:
+        return None
+    k = max(0, min(len(values) - 1, int(round(p / 100.0 * len(values))) - 1))
+    return values[k]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser()
+    parser.add_argument('--cycles', type=int, default=10,
+                        help='cycles of each kind (confirm, revert)')
+    parser.add_argument('--servers', type=int, default=3)
+    parser.add_argument('--out', required=True)
+    parser.add_argument('--label', default='')
+    args = parser.parse_args(argv)
+    clients = rest.Clients(rest.env_clouds_yaml())
+    images = clients.image.get('/v2/images', params={
+        'name': bootstrap.IMAGE_NAME}).json()['images']
+    soak = Soak(clients, images[0]['id'])
+    # NOTE: the books of every cycle are computed from the servers that
+    # stay put; a server mid-move elsewhere would make them wrong.
+    busy = [s['id'] for s in soak.servers()
+            if s['status'] != 'ACTIVE' or s.get('OS-EXT-STS:task_state')]
+    if busy:
+        sys.exit('soak: servers not at rest: %s' % ', '.join(busy))
+    hosts = sorted(soak.providers())
+    sids = [soak.boot('nrl-soak-%d' % i, hosts[i % len(hosts)])
+            for i in range(args.servers)]
+    records = []
+    try:
+        for sid in sids:
+            soak.wait(sid, 'ACTIVE')
+        for i in range(2 * args.cycles):
+            kind = 'confirm' if i % 2 == 0 else 'revert'
+            rec = soak.cycle(sids[i % len(sids)], kind)
+            records.append(rec)
+            sys.stdout.write('cycle %3d %-7s %s -> %s %5.1fs %s\n' % (
+                i + 1, kind, rec['source'], rec.get('dest'), rec['seconds'],
+                'WRONG' if rec['wrong'] else 'ok'))
+            sys.stdout.flush()
+    finally:
+        for sid in sids:
+            try:
+                clients.compute.delete('/servers/%s' % sid)
+            except Exception:  # noqa: BLE001 - best effort clean-up
+                pass
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and any(
+                s['id'] in sids for s in soak.servers()):
+            time.sleep(0.5)
+    times = [r['seconds'] for r in records]
+    summary = {
+        'label': args.label,
+        'cycles': len(records),
+        'wrong': sum(1 for r in records if r['wrong']),
+        'wrong_by_kind': {k: sum(1 for r in records
+                                 if r['wrong'] and r['kind'] == k)
+                          for k in ('confirm', 'revert')},
+        'under_samples': sum(len(r['under']) for r in records),
+        'neither_cycles': sum(1 for r in records if r['neither']),
+        'errors': sum(1 for r in records if r['error']),
+        'median_s': round(statistics.median(times), 2) if times else None,
+        'p95_s': percentile(times, 95),
+        'records': records,
+    }
+    with open(args.out, 'w') as f:
+        json.dump(summary, f, indent=2, sort_keys=True)
+    print('soak %s: %d cycles, %d wrong (confirm %d, revert %d), %d with '
+          'the revert window seen, median %.2fs, p95 %.2fs' % (
+              args.label, summary['cycles'], summary['wrong'],
+              summary['wrong_by_kind']['confirm'],
+              summary['wrong_by_kind']['revert'],
+              summary['neither_cycles'], summary['median_s'] or 0,
+              summary['p95_s'] or 0))
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,218 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Tempest against the cloud: the devstack jobs' move tests.
+
+The test list is the devstack jobs' own: the ``tempest_test_regex`` of
+``.zuul.yaml`` is read from there, so this run and the Zuul jobs cannot
+drift apart. Tempest gets its own virtualenv at the version the series
+pins.
+"""
+
+import hashlib
+import os
+import re
+import subprocess
+import time
+
+from cloud_lib import configs
+from cloud_lib import procs
+
+#: used when .zuul.yaml has no tempest_test_regex (a copy of the jobs')
+FALLBACK_REGEX = (r'^tempest\.api\.compute\.(admin\.test_migrations|'
+                  r'servers\.test_server_actions\.\w+\.test_resize)')
+MAX_MICROVERSION = {'ussuri': '2.87', 'epoxy': '2.100'}
+
+
+def job_regex(top):
+    """The devstack jobs' tempest_test_regex, from .zuul.yaml."""
+    try:
+        with open(os.path.join(top, '.zuul.yaml')) as f:
+            for line in f:
+                m = re.match(r'\s*tempest_test_regex:\s*(\S.*)$', line)
+                if m:
+                    return m.group(1).strip().strip('\'"')
+    except (IOError, OSError):
+        pass
+    return FALLBACK_REGEX
+
+
+def ensure_venv(cloud):
+    venv = cloud.tempest_venv
+    spec = cloud.info['tempest']
+    stamp = os.path.join(venv, '.nrl-cloud-stamp')
+    constraints = os.path.join(cloud_top(), 'constraints',
+                               cloud.info['constraints'])
+    digest = hashlib.sha256((spec + open(constraints).read()).encode()
+                            ).hexdigest()
+    if os.path.exists(stamp) and open(stamp).read() == digest:
+        return venv
+    from cloud_lib import cloud as cloud_mod
+    py = cloud_mod.find_python(cloud.info['python'])
+    if not os.path.exists(os.path.join(venv, 'bin', 'python')):
+        subprocess.check_call([py, '-m', 'venv', venv])
+    cloud_mod.say('installing %s into %s' % (spec, venv))
+    env = dict(os.environ)
+    env['PIP_CONSTRAINT'] = os.path.join(cloud_top(), 'constraints',
+                                         'build.txt')
+    subprocess.check_call([os.path.join(venv, 'bin', 'python'), '-m', 'pip',
+                           'install', '-q', '-c', constraints, spec], env=env)
+    with open(stamp, 'w') as f:
+        f.write(digest)
+    return venv
+
+
+def cloud_top():
+    from cloud_lib.cloud import TOP
+    return TOP
+
+
+def tempest_conf(cloud, image_id):
+    return '\n'.join([
+        '[DEFAULT]',
+        'log_file = %s' % cloud.log('tempest'),
+        '',
+        '[auth]',
+        'admin_username = admin',
+        'admin_password = %s' % cloud.password,
+        'admin_project_name = admin',
+        'admin_domain_name = Default',
+        'use_dynamic_credentials = True',
+        # NOTE: ML2 without agents or routers: the servers tempest boots
+        # have no network (nova boots with none when the project has
+        # none), so tempest must not try to make one per project.
+        'create_isolated_networks = False',
+        'tempest_roles = member',
+        '',
+        '[identity]',
+        'uri_v3 = %s' % configs.keystone_url(cloud),
+        'auth_version = v3',
+        'region = %s' % configs.REGION,
+        '',
+        '[identity-feature-enabled]',
+        'api_v2 = False',
+        '',
+        '[compute]',
+        'image_ref = %s' % image_id,
+        'image_ref_alt = %s' % image_id,
+        'flavor_ref = nrl-1',
+        'flavor_ref_alt = nrl-2',
+        'min_compute_nodes = 2',
+        'max_microversion = %s' % MAX_MICROVERSION[cloud.series],
+        'build_timeout = 120',
+        '',
+        '[compute-feature-enabled]',
+        'resize = True',
+        'cold_migration = True',
+        'live_migration = False',
+        'console_output = False',
+        'change_password = False',
+        'snapshot = False',
+        'vnc_console = False',
+        'attach_encrypted_volume = False',
+        '',
+        '[service_available]',
+        'nova = True',
+        'glance = True',
+        'neutron = True',
+        'cinder = False',
+        'swift = False',
+        '',
+        '[validation]',
+        'run_validation = False',
+        '',
+        '[image-feature-enabled]',
+        'api_v1 = False',
+        '',
+    ])
+
+
+def parse(output):
+    """Counts and the skipped tests (with why) from tempest's output."""
+    counts = {}
+    for key, label in (('ran', r'Ran: (\d+)'), ('passed', r'- Passed: (\d+)'),
+                       ('skipped', r'- Skipped: (\d+)'),
+                       ('failed', r'- Failed: (\d+)')):
+        m = re.search(label, output)
+        counts[key] = int(m.group(1)) if m else None
+    skips, failures = [], []
+    for line in output.splitlines():
+        m = re.search(r'(tempest\.\S+?)(\[[^\]]*\])?(?: \[[\d.]+s\])? '
+                      r'\.\.\. SKIPPED: (.*)$', line)
+        if m:
+            skips.append({'test': m.group(1), 'reason': m.group(3).strip()})
+        m = re.search(r'(tempest\.\S+?)(\[[^\]]*\])? \[[\d.]+s\] \.\.\. '
+                      r'FAILED', line)
+        if m:
+            failures.append(m.group(1))
+    # a class-level skip shows as setUpClass
+    for line in output.splitlines():
+        m = re.search(r'setUpClass \((tempest\.\S+)\) \.\.\. SKIPPED: (.*)$',
+                      line)
+        if m:
+            skips.append({'test': m.group(1), 'reason': m.group(2).strip()})
+    counts['skips'] = skips
+    counts['failures'] = failures
+    return counts
+
+
+def _workspace(venv, workspace):
+    """A tempest workspace, without ``tempest init``.
+
+    ``tempest init`` registers every workspace by name in the user's
+    ``~/.tempest/workspace.yaml``, and refuses a second one of the same
+    name: a directory with ``.stestr.conf`` and ``etc/tempest.conf`` is
+    all ``tempest run`` needs.
+    """
+    os.makedirs(os.path.join(workspace, 'etc'), exist_ok=True)
+    proc = subprocess.run(
+        [os.path.join(venv, 'bin', 'python'), '-c',
+         'import os, tempest; print(os.path.dirname(tempest.__file__))'],
+        stdout=subprocess.PIPE, universal_newlines=True, check=True)
+    package = proc.stdout.strip()
+    with open(os.path.join(workspace, '.stestr.conf'), 'w') as f:
+        f.write('[DEFAULT]\ntest_path=%s\ntop_dir=%s\n' % (
+            os.path.join(package, 'test_discover'),
+            os.path.dirname(package)))
+
+
+def run(cloud, regex=None, concurrency=2, timeout=1800):
+    """Run the move tests; return the parsed result (and the log)."""
+    venv = ensure_venv(cloud)
+    image_id = cloud._venv_python('glance', 'image')
+    workspace = os.path.join(cloud.state_dir, 'tempest')
+    tempest = os.path.join(venv, 'bin', 'tempest')
+    _workspace(venv, workspace)
+    with open(os.path.join(workspace, 'etc', 'tempest.conf'), 'w') as f:
+        f.write(tempest_conf(cloud, image_id))
+    regex = regex or job_regex(cloud_top())
+    log = cloud.log('tempest-run')
+    started = time.monotonic()
+    with open(log, 'w') as out:
+        try:
+            env = dict(os.environ)
+            env['TEMPEST_CONFIG_DIR'] = os.path.join(workspace, 'etc')
+            rc = subprocess.call(
+                [tempest, 'run', '--regex', regex, '--concurrency',
+                 str(concurrency)], cwd=workspace, stdout=out, env=env,
+                stderr=subprocess.STDOUT, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            rc = 'timeout'
+    with open(log) as f:
+        output = f.read()
+    result = parse(output)
+    result.update({'rc': rc, 'regex': regex, 'log': log,
+                   'seconds': round(time.monotonic() - started, 1)})
+    if rc != 0 and not result['failures']:
+        result['failures'] = ['tempest exited %s; see %s (last lines: %s)'
+                              % (rc, log, procs.tail(log, 5))]
+    return result
