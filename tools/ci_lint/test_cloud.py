@@ -142,6 +142,13 @@ class TestComputeConfiguration(Base):
         self.assertIn('host = h1', text)
         self.assertIn('compute_driver = fake.MediumFakeDriver', text)
 
+    def test_epoxy_computes_keep_a_node_identity(self):
+        c = cloud.Cloud(os.path.join(self.tmp, 'state-epoxy'), 'epoxy')
+        c.ports = self.c.ports
+        text = configs.compute(c, 'h1')
+        self.assertIn('compute_driver = fake.FakeDriverWithoutFakeNodes',
+                      text)
+
     def test_status_finds_the_cells_from_nova_conf(self):
         text = configs.nova(self.c)
         self.assertIn('[api_database]\nconnection = mysql+pymysql://', text)

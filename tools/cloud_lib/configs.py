@@ -188,7 +188,7 @@ def compute(c, host):
     state = os.path.join(c.state_dir, 'computes', host)
     return _ini([
         ('DEFAULT', _nova_common(c, host, state) + [
-            ('compute_driver', 'fake.MediumFakeDriver'),
+            ('compute_driver', c.info['compute_driver']),
             ('instances_path', os.path.join(state, 'instances')),
             # NOTE: the periodic that races confirm and revert, as often
             # as Nova lets it run.

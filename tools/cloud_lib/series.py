@@ -27,6 +27,7 @@ SERIES = {
                      'neutron==16.4.2'],
         'clients': ['PyMySQL', 'openstacksdk', 'python-openstackclient'],
         'tempest': 'tempest==24.0.0',
+        'compute_driver': 'fake.MediumFakeDriver',
     },
     'epoxy': {
         'python': '3.11',
@@ -39,5 +40,10 @@ SERIES = {
         # tempest is branchless and not in these pins: the release made
         # at the start of 2025.1.
         'tempest': 'tempest==43.0.0',
+        # NOTE: from 2023.2 a compute that is not starting for the first
+        # time refuses to start without its node identity file, which
+        # only drivers with a stable node UUID write: the other fake
+        # drivers could not be restarted (the rolling switch).
+        'compute_driver': 'fake.FakeDriverWithoutFakeNodes',
     },
 }
