@@ -220,20 +220,30 @@ class SourceWindowTest(_WindowTestBase):
         flavor = objects.Flavor.get_by_flavor_id(self.ctxt,
                                                  self.flavor_small)
         moved = self._boot(self.flavor_small, host=self.dest)
-        objects.Migration(
+        migration = objects.Migration(
             context=self.ctxt, instance_uuid=moved['id'],
             source_compute=self.source, source_node=self.source,
             dest_compute=self.dest, dest_node=self.dest,
             migration_type='resize', status='reverted',
             old_instance_type_id=flavor.id,
-            new_instance_type_id=flavor.id).create()
+            new_instance_type_id=flavor.id)
+        if 'dest_compute_id' in objects.Migration.fields:
+            # 2023.2 and later want the node's id with its name.
+            migration.dest_compute_id = (
+                objects.ComputeNode.get_by_host_and_nodename(
+                    self.ctxt, self.dest, self.dest).id)
+        migration.create()
         fetched = []
         orig = objects.InstanceList.get_by_filters
 
-        def get_by_filters(cls, context, filters, *args, **kwargs):
+        def get_by_filters(*args, **kwargs):
+            # Newer fixtures keep a stubbed classmethod one: drop the class.
+            if args and isinstance(args[0], type):
+                args = args[1:]
+            context, filters = args[:2]
             if 'uuid' in filters:
                 fetched.append(list(filters['uuid']))
-            return orig(context, filters, *args, **kwargs)
+            return orig(*args, **kwargs)
 
         self.stub_out('nova.objects.InstanceList.get_by_filters',
                       get_by_filters)
