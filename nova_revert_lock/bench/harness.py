@@ -570,7 +570,6 @@ class Channel(object):
         return json.loads(line) if line else {'cmd': 'quit'}
 
     def serve(self, case, bench):
-        from nova_revert_lock import activation
         from nova_revert_lock import releases
         report = case.activation_report
         # What the extension would do here, whether or not it is active:
