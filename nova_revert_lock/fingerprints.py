@@ -50,6 +50,7 @@ import textwrap
 import tokenize
 
 from nova_revert_lock import fingerprint_table
+from nova_revert_lock import releases as nova_releases
 
 _SKIPPED_TOKENS = frozenset(
     getattr(tokenize, name) for name in (
@@ -413,8 +414,12 @@ def release_key(release):
     """Sort key for Nova release strings such as ``'21.1.0'``.
 
     A label with a local part (``'20.6.1+patches'``: that release with
-    this project's patch series applied) sorts right after its release.
+    this project's patch series applied) sorts right after its release;
+    a branch tip ``<series>-eol`` after every release of its series.
     """
+    major = nova_releases.eol_major(release)
+    if major is not None:
+        return [major, 1 << 30]
     version, _, local = release.partition('+')
     parts = []
     for part in version.split('.'):

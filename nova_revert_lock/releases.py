@@ -33,12 +33,34 @@ SERIES = {
 }
 
 
+#: the suffix of a branch tip tagged when its series reached end of life
+#: (``train-eol``): code no release names, which operators run all the same
+EOL_SUFFIX = '-eol'
+
+
+def eol_major(label):
+    """Nova major version of a ``<series>-eol`` branch tip, or None."""
+    label = str(label)
+    if not label.endswith(EOL_SUFFIX):
+        return None
+    series = label[:-len(EOL_SUFFIX)]
+    for major, name in SERIES.items():
+        if name == series:
+            return major
+    return None
+
+
 def series_of(release):
-    """Return the series name of a Nova release string, or 'unknown'."""
-    try:
-        major = int(str(release).split('.')[0])
-    except ValueError:
-        return 'unknown'
+    """Return the series name of a Nova release string, or 'unknown'.
+
+    A branch tip ``<series>-eol`` belongs to its series.
+    """
+    major = eol_major(release)
+    if major is None:
+        try:
+            major = int(str(release).split('.')[0])
+        except ValueError:
+            return 'unknown'
     return SERIES.get(major, 'unknown')
 
 

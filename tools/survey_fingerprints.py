@@ -13,11 +13,20 @@
 
 """Survey the guard's fingerprints in released Nova distributions.
 
-Downloads the given Nova releases from the package index (wheel, or sdist
-when there is no wheel), fingerprints every upstream function the mixins
+Reads the given Nova releases from the package index (wheel, or sdist
+when there is no wheel) or, with ``--git DIR``, from the tags of an
+openstack/nova clone, fingerprints every upstream function the mixins
 replace or rely on, exactly as the guard does on live code, and prints the
 table: one row per function and distinct code, with the releases that ship
-it. With ``--write`` it regenerates ``nova_revert_lock/fingerprint_table.py``.
+it. With ``--write`` it regenerates ``nova_revert_lock/fingerprint_table.py``,
+which records where each surveyed release was read from (``SOURCES``) and
+which releases carry each upstream fix the guard recognises (``CALLS``).
+
+A release tag is the code its sdist was built from, so ``--git`` gives the
+fingerprints the package index gives, without downloading a hundred
+releases; a release the clone has no tag for is read from the index. Only
+``--git`` reaches the branch tips no release names (``train-eol``,
+``ussuri-eol``, ...), which operators run all the same.
 
 ``--patched SERIES`` also surveys the release that ``patches/SERIES``
 targets with that series applied (what a packager builds), under the
@@ -28,18 +37,20 @@ it surveyed (``SURVEYED_PATCHES``), and a unit test fails when
 Needs Python 3.8+, ``patch`` for ``--patched``, and network access to the
 package index; it never imports Nova::
 
-    tools/survey_fingerprints.py 20.0.0-20.6.1 21.0.0-21.1.2 \\
-        --patched train --patched ussuri --write
+    tools/survey_fingerprints.py 20.0.0-34.0.0 train-eol ussuri-eol \\
+        victoria-eol --git ../nova --patched train --patched ussuri --write
 """
 
 import argparse
 import collections
 import hashlib
+import io
 import os
 import subprocess
 import sys
 import tarfile
 import tempfile
+import tokenize
 import zipfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir))
@@ -84,6 +95,14 @@ SURVEYED_RELEASES = %(releases)s
 
 SURVEYED_PATCHES = %(patches)s
 
+#: Where each surveyed release was read from: ``pypi <file> sha256=...``
+#: or ``git <tag> <commit>`` (a tag of openstack/nova).
+SOURCES = %(sources)s
+
+#: ``CALLS[ref][name]``: the surveyed releases whose ``ref`` refers to
+#: ``name``, for each upstream fix ``mixins.FIXED_WHEN`` recognises.
+CALLS = %(calls)s
+
 FINGERPRINTS = {
 '''
 
@@ -97,12 +116,39 @@ SOURCE_DIGESTS = {
 
 
 def expand(spec, available):
-    """'20.0.0-20.6.1' -> every available release in that closed range."""
-    if '-' not in spec:
+    """'20.0.0-20.6.1' -> every available release in that closed range.
+
+    A name that is not a range (``21.1.0``, ``train-eol``) is itself.
+    """
+    low, sep, high = spec.partition('-')
+    if not sep or not high[:1].isdigit():
         return [spec]
-    low, high = spec.split('-', 1)
     key = fingerprints.release_key
     return [v for v in available if key(low) <= key(v) <= key(high)]
+
+
+class GitTree(object):
+    """The tags of an openstack/nova clone (a bare mirror will do)."""
+
+    def __init__(self, path):
+        self.path = path
+        self.tags = set(self._git('tag').split())
+
+    def _git(self, *args):
+        return subprocess.run(
+            ['git', '-C', self.path] + list(args), check=True,
+            stdout=subprocess.PIPE, universal_newlines=True).stdout
+
+    def sources(self, tag):
+        """({module: source text}, provenance) of the tag."""
+        commit = self._git('rev-parse', '%s^{commit}' % tag).strip()
+        listed = set(self._git('ls-tree', '-r', '--name-only', commit,
+                               'nova').split())
+        found = {}
+        for path, module in _wanted_files().items():
+            if path in listed:
+                found[module] = self._git('show', '%s:%s' % (commit, path))
+        return found, 'git %s %s' % (tag, commit)
 
 
 def available_releases():
@@ -125,7 +171,7 @@ def _wanted_files():
 
 
 def module_sources(release, workdir):
-    """Return {module path: source text} for the modules we survey."""
+    """Return ({module: source text}, provenance) from the package index."""
     dest = os.path.join(workdir, release)
     os.makedirs(dest, exist_ok=True)
     subprocess.run(
@@ -147,7 +193,10 @@ def module_sources(release, workdir):
                 if tail in wanted:
                     found[wanted[tail]] = archive.extractfile(
                         member).read().decode()
-    return found
+    with open(path, 'rb') as f:
+        provenance = 'pypi %s sha256=%s' % (
+            name, hashlib.sha256(f.read()).hexdigest())
+    return found, provenance
 
 
 def series_target(series):
@@ -205,11 +254,25 @@ def patched_sources(series, workdir):
     return PATCHED_LABEL % release, found
 
 
-def survey(releases, patched=()):
+def calls_name(text, name):
+    """True if the function source ``text`` refers to ``name``.
+
+    The offline twin of ``mixins.base.calls``, which reads the live code
+    object's names: a NAME token of the function's code (strings and
+    comments do not count).
+    """
+    tokens = tokenize.generate_tokens(io.StringIO(text).readline)
+    return any(tok.type == tokenize.NAME and tok.string == name
+               for tok in tokens)
+
+
+def survey(releases, patched=(), git=None):
     """Survey releases, then patched builds.
 
+    :param git: a :class:`GitTree` to read releases it has a tag for
     :returns: (table, {label: (series, patch series digest)},
-        {ref: {source text digest: fingerprint}})
+        {ref: {source text digest: fingerprint}}, {label: provenance},
+        {ref: {name: [labels]}})
     """
     table = collections.defaultdict(lambda: collections.defaultdict(list))
     by_module = collections.defaultdict(list)
@@ -218,6 +281,10 @@ def survey(releases, patched=()):
         by_module[module].append(path)
     surveyed_patches = {}
     texts = collections.defaultdict(dict)
+    provenance = {}
+    markers = collections.defaultdict(lambda: collections.defaultdict(list))
+    for marker in mixins.FIXED_WHEN.values():
+        markers[marker.ref][marker.name] = []
 
     def _add(label, sources):
         for module, paths in sorted(by_module.items()):
@@ -228,21 +295,36 @@ def survey(releases, patched=()):
                 digest = fingerprints.fingerprint(text)
                 table[ref][digest].append(label)
                 texts[ref][fingerprints.source_digest(text)] = digest
+                for name, labels in markers.get(ref, {}).items():
+                    if calls_name(text, name):
+                        labels.append(label)
         print('surveyed nova %s' % label, file=sys.stderr)
 
     with tempfile.TemporaryDirectory() as workdir:
         for release in releases:
-            _add(release, module_sources(release, workdir))
+            if git is not None and release in git.tags:
+                sources, provenance[release] = git.sources(release)
+            elif not release[:1].isdigit():
+                raise SystemExit('%s: not a release; a branch tip needs '
+                                 '--git with that tag' % release)
+            else:
+                sources, provenance[release] = module_sources(
+                    release, workdir)
+            _add(release, sources)
         for series in patched:
             label, sources = patched_sources(series, workdir)
             _add(label, sources)
+            release, sha256 = series_target(series)
+            provenance[label] = (
+                'pypi nova-%s.tar.gz sha256=%s + patches/%s' % (
+                    release, sha256, series))
             surveyed_patches[label] = (
                 series, fingerprints.patch_series_digest(
                     os.path.join(PATCHES_DIR, series)))
-    for digests in table.values():
-        for digest, labels in digests.items():
-            digests[digest] = fingerprints.sorted_releases(labels)
-    return table, surveyed_patches, texts
+    for digests in list(table.values()) + list(markers.values()):
+        for key, labels in digests.items():
+            digests[key] = fingerprints.sorted_releases(labels)
+    return table, surveyed_patches, texts, provenance, markers
 
 
 def print_table(table):
@@ -257,10 +339,13 @@ def print_table(table):
                 ', '.join(releases)))
 
 
-def write_table(table, releases, patches, texts, args):
+def write_table(table, releases, patches, texts, provenance, markers,
+                args):
     lines = [HEADER % {'args': ' '.join(args),
                        'releases': _block_tuple(releases),
-                       'patches': _patches_dict(patches)}]
+                       'patches': _patches_dict(patches),
+                       'sources': _sources_dict(provenance),
+                       'calls': _calls_dict(markers)}]
     for ref in sorted(table):
         lines.append('    %r: {\n' % ref)
         for digest, rels in sorted(
@@ -290,6 +375,27 @@ def _patches_dict(patches):
         series, digest = patches[label]
         out.append('    %r: (\n        %r,\n        %r),'
                    % (label, series, digest))
+    out.append('}')
+    return '\n'.join(out)
+
+
+def _sources_dict(provenance):
+    out = ['{']
+    for label in fingerprints.sorted_releases(provenance):
+        out.append('    %r:\n        %r,' % (label, provenance[label]))
+    out.append('}')
+    return '\n'.join(out)
+
+
+def _calls_dict(markers):
+    out = ['{']
+    for ref in sorted(markers):
+        out.append('    %r: {' % ref)
+        for name in sorted(markers[ref]):
+            out.append('        %r:' % name)
+            out.append('            %s,' % _wrap_tuple(
+                tuple(markers[ref][name])))
+        out.append('    },')
     out.append('}')
     return '\n'.join(out)
 
@@ -331,6 +437,10 @@ def main(argv=None):
                         help='also survey the release patches/SERIES '
                              'targets with that series applied '
                              '(repeatable)')
+    parser.add_argument('--git', metavar='DIR',
+                        help='an openstack/nova clone: read every release '
+                             'it has a tag for from there, and branch '
+                             'tips such as train-eol')
     parser.add_argument('--write', action='store_true',
                         help='regenerate '
                              'nova_revert_lock/fingerprint_table.py')
@@ -340,11 +450,17 @@ def main(argv=None):
     for spec in args.releases:
         releases.extend(r for r in expand(spec, available)
                         if r not in releases)
-    table, patches, texts = survey(releases, args.patched)
+    git = GitTree(args.git) if args.git else None
+    table, patches, texts, provenance, markers = survey(
+        releases, args.patched, git)
     print_table(table)
     if args.write:
-        write_table(table, releases, patches, texts, args.releases + [
-            '--patched %s' % s for s in args.patched] + ['--write'])
+        # NOTE: the clone's path is left out of the recorded command line:
+        # it is this machine's, and SOURCES names each tag and commit.
+        write_table(table, releases, patches, texts, provenance, markers,
+                    args.releases + (['--git NOVA_CLONE'] if git else []) + [
+                        '--patched %s' % s for s in args.patched] +
+                    ['--write'])
     return 0
 
 

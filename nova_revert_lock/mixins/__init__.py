@@ -81,6 +81,65 @@ REFS = collections.OrderedDict([
                    _CM + 'finish_revert_resize'))),
 ])
 
+#: How the guard recognises upstream's fix from the code (distributions
+#: backport without changing the version): the mixin stands aside where
+#: ``ref`` refers to ``name``. A mixin not named here has no upstream fix.
+Calls = collections.namedtuple('Calls', ['ref', 'name'])
+
+FIXED_WHEN = {
+    'confirm': Calls(_CM + '_confirm_resize', 'drop_move_claim_at_source'),
+    'revert': Calls(_CM + 'revert_resize', 'drop_move_claim_at_dest'),
+    'cross_cell_confirm': Calls(
+        _CM + '_confirm_snapshot_based_resize_at_source',
+        'drop_move_claim_at_source'),
+    'cross_cell_revert': Calls(
+        _CM + '_revert_snapshot_based_resize_at_dest',
+        'drop_move_claim_at_dest'),
+}
+
+#: ``(ref, release)``: the function that came with the feature a mixin
+#: fixes, and the first release that has it. Where it is absent there is
+#: nothing to fix: the mixin is not applicable.
+APPLIES_FROM = {
+    'cross_cell_confirm': (
+        _CM + 'confirm_snapshot_based_resize_at_source', '21.0.0'),
+    'cross_cell_revert': (
+        _CM + 'revert_snapshot_based_resize_at_dest', '21.0.0'),
+}
+
+#: Mixins that fix what upstream left open: they also apply to a Nova that
+#: carries upstream's 1879878 fix, and stay out with a warning (instead of
+#: refusing) where they cannot apply.
+BEYOND_UPSTREAM = frozenset(['source_window'])
+
+#: The code each mixin's implementations were verified on, per series
+#: (the key of the mixin module's implementation): surveyed release labels
+#: or closed ranges of them. The guard applies an implementation only
+#: where every function it replaces or relies on is code one of these
+#: releases ships; code that is merely surveyed (known, but nobody has run
+#: the tests on it or on identical code) is never patched.
+VERIFIED = {
+    'confirm': {
+        'train': ('20.0.0-20.6.1',),
+        'ussuri': ('21.0.0-21.1.2',),
+    },
+    'revert': {
+        'train': ('20.0.0-20.6.1',),
+        'ussuri': ('21.0.0-21.1.2',),
+    },
+    'cross_cell_confirm': {
+        'ussuri': ('21.0.0-21.1.2',),
+    },
+    'cross_cell_revert': {
+        'ussuri': ('21.0.0-21.1.2',),
+    },
+    'source_window': {
+        'train': ('20.0.0-20.6.1', '20.6.1+patches'),
+        'ussuri': ('21.0.0-21.1.2', '21.1.0+patches'),
+        '2025.1': ('31.3.1',),
+    },
+}
+
 #: The functions whose lock the fix must share: the periodic task that
 #: rebuilds usage, and the claim drop whose body runs inside the new
 #: critical sections.

@@ -22,15 +22,17 @@ for each release family whose code it knows.
 
 from nova_revert_lock import fingerprints
 from nova_revert_lock import mixins
-from nova_revert_lock import releases
+from nova_revert_lock import support
 
-#: outcome of a mixin check
-MATCH = 'match'
-FIXED_UPSTREAM = 'fixed-upstream'
-UNKNOWN = 'unknown'
-#: the installed Nova does not have the feature the mixin fixes at all
-#: (cross-cell resize on Train): nothing to fix, the mixin stands aside
-NOT_APPLICABLE = 'not-applicable'
+# NOTE: the verdict and its outcomes live in support.py, which the support
+# matrix shares without importing Nova; these names are kept for callers.
+MATCH = support.MATCH
+FIXED_UPSTREAM = support.FIXED_UPSTREAM
+UNKNOWN = support.UNKNOWN
+NOT_APPLICABLE = support.NOT_APPLICABLE
+MixinCheck = support.MixinCheck
+
+_DECLARED = object()
 
 
 class Implementation(object):
@@ -48,137 +50,82 @@ under_compute_resource_semaphore` get the installed tracker's lock.
         self.tracker = tracker
 
 
-class MixinCheck(object):
-    """The guard's verdict on one mixin against the live Nova.
-
-    :ivar name: the mixin name
-    :ivar outcome: :data:`MATCH`, :data:`FIXED_UPSTREAM` or :data:`UNKNOWN`
-    :ivar family: the series whose implementation applies (on MATCH)
-    :ivar releases: releases whose code matches every function checked
-        (empty on a MATCH decided by series: see :meth:`MixinSpec.check`)
-    :ivar functions: list of :class:`~.fingerprints.FunctionCheck`
-    :ivar problems: human-readable reasons for UNKNOWN
-    :ivar note: one line explaining the outcome (NOT_APPLICABLE), or None
-    """
-
-    def __init__(self, name, outcome, functions, family=None,
-                 releases=frozenset(), problems=(), note=None):
-        self.name = name
-        self.outcome = outcome
-        self.functions = functions
-        self.family = family
-        self.releases = frozenset(releases)
-        self.problems = list(problems)
-        self.note = note
-
-    def to_dict(self):
-        return {
-            'name': self.name,
-            'outcome': self.outcome,
-            'family': self.family,
-            'releases': fingerprints.sorted_releases(self.releases),
-            'functions': [f.to_dict() for f in self.functions],
-            'problems': self.problems,
-            'note': self.note,
-        }
-
-
 class MixinSpec(object):
     """One mixin, as the stevedore namespace names it.
 
+    What the guard checks is declared in :mod:`nova_revert_lock.mixins`
+    (``REFS``, ``FIXED_WHEN``, ``APPLIES_FROM``, ``BEYOND_UPSTREAM``,
+    ``VERIFIED``), so that the support matrix can ask the same questions
+    without importing Nova; the spec adds the classes. The keyword
+    arguments default to those declarations (tests override them).
+
     :param name: the entry point name, used in ``[revert_lock] mixins``
     :param summary: one line for ``nova-revert-lock check``
-    :param implementations: dict series name -> :class:`Implementation`
-    :param fixed_upstream: callable returning True when the installed Nova
-        already carries this fix (decided from the code, since
-        distributions backport without changing the version)
-    :param beyond_upstream: True for a mixin that fixes what upstream left
-        open (not bug 1879878 itself). It also applies to a Nova that
-        carries upstream's fix; there, if it cannot apply, it stays out
-        with a warning instead of refusing.
-
-    :param applies_from: optional ``(ref, release)``: the upstream function
-        that came with the feature this mixin fixes, and the first Nova
-        release that has it. On a Nova without that function the feature
-        does not exist, so there is nothing to fix: the check says
-        :data:`NOT_APPLICABLE` and activation leaves the mixin out instead
-        of refusing. A Nova that has the function but not the code we
-        know is still UNKNOWN.
+    :param implementations: dict series name -> :class:`Implementation`,
+        one per series ``mixins.VERIFIED[name]`` declares
+    :param fixed_upstream: callable returning True when the installed
+        Nova already carries this fix
+    :param applies_from: ``(ref, release)``: the upstream function that
+        came with the feature this mixin fixes, and the first release
+        that has it. On a Nova without it there is nothing to fix: the
+        check says :data:`NOT_APPLICABLE`. A Nova that has the function
+        but not the code we know is still UNKNOWN.
     """
 
-    def __init__(self, name, summary, implementations, fixed_upstream,
-                 beyond_upstream=False, applies_from=None):
+    def __init__(self, name, summary, implementations, fixed_upstream=None,
+                 applies_from=_DECLARED):
         self.name = name
         self.summary = summary
         self.refs = mixins.REFS[name]
         self.implementations = implementations
-        self.fixed_upstream = fixed_upstream
-        self.beyond_upstream = beyond_upstream
-        self.applies_from = applies_from
+        self._fixed_upstream = fixed_upstream
+        self.beyond_upstream = name in mixins.BEYOND_UPSTREAM
+        self.applies_from = (mixins.APPLIES_FROM.get(name)
+                             if applies_from is _DECLARED else applies_from)
+
+    def fixed_upstream(self):
+        """True when the installed Nova already carries this fix.
+
+        Decided from the code (``mixins.FIXED_WHEN``), since distributions
+        backport without changing the version.
+        """
+        if self._fixed_upstream is not None:
+            return self._fixed_upstream()
+        marker = mixins.FIXED_WHEN.get(self.name)
+        if marker is None:
+            return False
+        return calls(marker.ref, marker.name)
 
     def _not_applicable(self):
         """A NOT_APPLICABLE check, or None if the feature exists here."""
         if self.applies_from is None:
             return None
-        ref, release = self.applies_from
         try:
-            fingerprints.resolve(ref)
+            fingerprints.resolve(self.applies_from[0])
         except (ImportError, AttributeError, KeyError):
-            return MixinCheck(
-                self.name, NOT_APPLICABLE, [], note=(
-                    'this Nova has no %s (new in Nova %s): nothing to fix'
-                    % (ref.split(':', 1)[1], release)))
+            return MixinCheck(self.name, NOT_APPLICABLE, [],
+                              note=support.not_applicable_note(
+                                  self.name, self.applies_from))
         return None
 
     def check(self, table=None):
         """Check the live Nova; return a :class:`MixinCheck`.
 
-        The mixin matches when every function it replaces or relies on is
-        known and either one release has all of them, in a series with an
-        implementation, or (a build mixing releases of one series, such as
-        a Nova built with the patch series) every function is known in the
-        same single series that has an implementation.
+        :param table: a ``FINGERPRINTS`` mapping (default: the generated
+            table); see :func:`~nova_revert_lock.support.decide`
         """
         absent = self._not_applicable()
         if absent is not None:
             return absent
-        refs = list(self.refs.replaces) + list(self.refs.relies_on)
-        functions = [fingerprints.check(ref, table) for ref in refs]
+        functions = [fingerprints.check(ref, table)
+                     for ref in support.refs_of(self.name)]
         try:
             fixed = self.fixed_upstream()
         except (ImportError, AttributeError, KeyError):
             fixed = False
-        if fixed:
-            return MixinCheck(self.name, FIXED_UPSTREAM, functions)
-        problems = [f.describe() for f in functions if not f.known]
-        if problems:
-            return MixinCheck(self.name, UNKNOWN, functions,
-                              problems=problems)
-        common = frozenset.intersection(*[f.releases for f in functions])
-        families = {releases.series_of(r) for r in common}
-        families &= set(self.implementations)
-        note = None
-        if not common:
-            # NOTE: no single release has all of this code: a build that
-            # took some functions from a later release of the series (a
-            # distribution's backport, this project's patch series). Each
-            # function is code an implementation was checked against, so
-            # the series decides when every function is known in one and
-            # the same series and that series has an implementation.
-            families = frozenset.intersection(*[
-                frozenset(releases.series_of(r) for r in f.releases)
-                for f in functions]) & set(self.implementations)
-            if len(families) == 1:
-                note = ('no single release has all of this code; every '
-                        'function is known in %s' % min(families))
-        if len(families) != 1:
-            return MixinCheck(self.name, UNKNOWN, functions, problems=[
-                '%s: the functions match no single known release or '
-                'series (%s)' % (self.name, '; '.join(
-                    f.describe() for f in functions))])
-        (family,) = families
-        return MixinCheck(self.name, MATCH, functions,
-                          family=family, releases=common, note=note)
+        verified = support.verified_releases(
+            self.name, self.implementations, table)
+        return support.decide(self.name, functions, fixed, verified, table)
 
     def implementation(self, family):
         return self.implementations[family]

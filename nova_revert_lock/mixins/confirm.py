@@ -150,11 +150,6 @@ class ConfirmUnderLockMixin(object):
             phase=fields.NotificationPhase.END)
 
 
-def _fixed_upstream():
-    return base.calls('nova.compute.manager:ComputeManager._confirm_resize',
-                      'drop_move_claim_at_source')
-
-
 _IMPLEMENTATION = base.Implementation(
     manager=ConfirmUnderLockMixin, tracker=SourceClaimDropTracker)
 
@@ -162,5 +157,4 @@ SPEC = base.MixinSpec(
     name='confirm',
     summary='confirm (source): status, claim drop and migration context '
             'under COMPUTE_RESOURCE_SEMAPHORE',
-    implementations={'train': _IMPLEMENTATION, 'ussuri': _IMPLEMENTATION},
-    fixed_upstream=_fixed_upstream)
+    implementations={'train': _IMPLEMENTATION, 'ussuri': _IMPLEMENTATION})

@@ -76,13 +76,6 @@ class CrossCellConfirmUnderLockMixin(object):
         self.rt.drop_move_claim_at_source(ctxt, instance, migration)
 
 
-def _fixed_upstream():
-    return base.calls(
-        'nova.compute.manager:'
-        'ComputeManager._confirm_snapshot_based_resize_at_source',
-        'drop_move_claim_at_source')
-
-
 SPEC = base.MixinSpec(
     name='cross_cell_confirm',
     summary='cross-cell confirm (source cell): status, claim drop and '
@@ -91,8 +84,4 @@ SPEC = base.MixinSpec(
         'ussuri': base.Implementation(
             manager=CrossCellConfirmUnderLockMixin,
             tracker=confirm.SourceClaimDropTracker),
-    },
-    fixed_upstream=_fixed_upstream,
-    applies_from=('nova.compute.manager:'
-                  'ComputeManager.confirm_snapshot_based_resize_at_source',
-                  '21.0.0'))
+    })

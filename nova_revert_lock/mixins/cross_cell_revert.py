@@ -250,13 +250,6 @@ class CrossCellRevertUnderLockMixin(object):
         instance.save()
 
 
-def _fixed_upstream():
-    return base.calls(
-        'nova.compute.manager:'
-        'ComputeManager._revert_snapshot_based_resize_at_dest',
-        'drop_move_claim_at_dest')
-
-
 SPEC = base.MixinSpec(
     name='cross_cell_revert',
     summary='cross-cell revert (target cell): status, claim drop and '
@@ -266,8 +259,4 @@ SPEC = base.MixinSpec(
         'ussuri': base.Implementation(
             manager=CrossCellRevertUnderLockMixin,
             tracker=revert.DestClaimDropTracker),
-    },
-    fixed_upstream=_fixed_upstream,
-    applies_from=('nova.compute.manager:'
-                  'ComputeManager.revert_snapshot_based_resize_at_dest',
-                  '21.0.0'))
+    })

@@ -147,11 +147,6 @@ class TrainRevertUnderLockMixin(RevertUnderLockMixin):
         return obj_base.obj_to_primitive(migration)
 
 
-def _fixed_upstream():
-    return base.calls('nova.compute.manager:ComputeManager.revert_resize',
-                      'drop_move_claim_at_dest')
-
-
 SPEC = base.MixinSpec(
     name='revert',
     summary='revert (destination): status, claim drop and migration '
@@ -161,5 +156,4 @@ SPEC = base.MixinSpec(
             manager=TrainRevertUnderLockMixin, tracker=DestClaimDropTracker),
         'ussuri': base.Implementation(
             manager=RevertUnderLockMixin, tracker=DestClaimDropTracker),
-    },
-    fixed_upstream=_fixed_upstream)
+    })

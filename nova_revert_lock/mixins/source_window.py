@@ -293,13 +293,6 @@ class SourceWindowMixin(object):
     """
 
 
-def _fixed_upstream():
-    # NOTE: no Nova release closes this window (2025.1 checked); a release
-    # that changes the functions above is unknown code, and the guard keeps
-    # this mixin out of it.
-    return False
-
-
 _IMPLEMENTATION = base.Implementation(
     manager=SourceWindowMixin, tracker=SourceWindowTracker)
 
@@ -308,6 +301,4 @@ SPEC = base.MixinSpec(
     summary='revert (source): count the instance until finish_revert_resize '
             'has brought it back (beyond upstream)',
     implementations={'train': _IMPLEMENTATION, 'ussuri': _IMPLEMENTATION,
-                     '2025.1': _IMPLEMENTATION},
-    fixed_upstream=_fixed_upstream,
-    beyond_upstream=True)
+                     '2025.1': _IMPLEMENTATION})

@@ -122,9 +122,11 @@ class BeyondUpstreamActivationTest(test_base.BaseTestCase):
         self.assertIsNone(report.manager)
         self.assertEqual([], report.problems)
         self.assertEqual(['source_window'], report.not_applied)
-        self.assertEqual(1, len(report.warnings), report.warnings)
+        self.assertEqual(2, len(report.warnings), report.warnings)
         self.assertIn('source_window not applied', report.warnings[0])
         self.assertIn('_pair_instances_to_migrations', report.warnings[0])
+        # The second names the surveyed release nearest to this code.
+        self.assertIn('nearest known release: Nova', report.warnings[1])
 
     def test_unknown_code_on_affected_nova_keeps_the_fix(self):
         # NOTE: source_window must never cost a host the 1879878 fix: it
@@ -140,10 +142,12 @@ class BeyondUpstreamActivationTest(test_base.BaseTestCase):
             self.assertEqual(_fixed_here(report), report.mixins)
             self.assertEqual(['source_window'], report.not_applied)
             self.assertEqual([], report.missing)
-            self.assertEqual(1, len(report.warnings), report.warnings)
+            self.assertEqual(2, len(report.warnings), report.warnings)
             self.assertIn('source_window not applied', report.warnings[0])
             self.assertIn('_pair_instances_to_migrations',
                           report.warnings[0])
+            self.assertIn('nearest known release: Nova',
+                          report.warnings[1])
             self.assertFalse(issubclass(report.manager,
                                         source_window.SourceWindowMixin))
             self.assertTrue(issubclass(report.manager,

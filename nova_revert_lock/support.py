@@ -1,0 +1,399 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The guard's verdict on one mixin, on live code or on a surveyed release.
+
+One decision (:func:`decide`) serves both the live check that runs in
+``nova-compute`` (``MixinSpec.check``) and the support matrix, which asks
+the same question of every release the fingerprint table surveyed
+(:func:`check_release`, :func:`matrix`). Neither imports Nova: what a
+mixin replaces, relies on, and how its upstream fix is recognised is
+declared in :mod:`nova_revert_lock.mixins`; the table says which code
+each release ships.
+"""
+
+import collections
+
+from nova_revert_lock import fingerprints
+from nova_revert_lock import mixins
+from nova_revert_lock import releases
+
+#: outcome of a mixin check
+MATCH = 'match'
+FIXED_UPSTREAM = 'fixed-upstream'
+UNKNOWN = 'unknown'
+#: the installed Nova does not have the feature the mixin fixes at all
+#: (cross-cell resize on Train): nothing to fix, the mixin stands aside
+NOT_APPLICABLE = 'not-applicable'
+OUTCOMES = (MATCH, FIXED_UPSTREAM, NOT_APPLICABLE, UNKNOWN)
+
+
+class MixinCheck(object):
+    """The guard's verdict on one mixin.
+
+    :ivar name: the mixin name
+    :ivar outcome: one of :data:`OUTCOMES`
+    :ivar family: the series whose implementation applies (on MATCH)
+    :ivar releases: releases whose code matches every function checked
+        (empty on a MATCH decided by series: see :func:`decide`)
+    :ivar functions: list of :class:`~.fingerprints.FunctionCheck`
+    :ivar problems: human-readable reasons for UNKNOWN
+    :ivar note: one line explaining the outcome, or None
+    :ivar nearest: on UNKNOWN, ``(release, [refs that differ])`` for the
+        surveyed release whose code differs least, or None
+    """
+
+    def __init__(self, name, outcome, functions, family=None,
+                 releases=frozenset(), problems=(), note=None,
+                 nearest=None):
+        self.name = name
+        self.outcome = outcome
+        self.functions = functions
+        self.family = family
+        self.releases = frozenset(releases)
+        self.problems = list(problems)
+        self.note = note
+        self.nearest = nearest
+
+    def to_dict(self):
+        return {
+            'name': self.name,
+            'outcome': self.outcome,
+            'family': self.family,
+            'releases': fingerprints.sorted_releases(self.releases),
+            'functions': [f.to_dict() for f in self.functions],
+            'problems': self.problems,
+            'note': self.note,
+            'nearest': None if self.nearest is None else {
+                'release': self.nearest[0],
+                'differs': list(self.nearest[1])},
+        }
+
+
+def _table():
+    from nova_revert_lock import fingerprint_table
+    return fingerprint_table
+
+
+def refs_of(name):
+    entry = mixins.REFS[name]
+    return list(entry.replaces) + list(entry.relies_on)
+
+
+def not_applicable_note(name, applies_from=None):
+    ref, release = applies_from or mixins.APPLIES_FROM[name]
+    return ('this Nova has no %s (new in Nova %s): nothing to fix'
+            % (ref.split(':', 1)[1], release))
+
+
+def _series_order(series):
+    for major, name in releases.SERIES.items():
+        if name == series:
+            return major
+    return -1
+
+
+def by_release(table=None):
+    """{surveyed release: {ref: fingerprint}}.
+
+    :param table: a ``FINGERPRINTS`` mapping (default: the generated one)
+    """
+    table = _table().FINGERPRINTS if table is None else table
+    out = collections.defaultdict(dict)
+    for ref, digests in table.items():
+        for digest, labels in digests.items():
+            for label in labels:
+                out[label][ref] = digest
+    return out
+
+
+def nearest_release(functions, table=None):
+    """The surveyed release whose code differs least from ``functions``.
+
+    :returns: ``(release, [refs that differ])``, or None if nothing was
+        surveyed. Ties go to the newest release, which is the one an
+        operator is likelier to be near.
+    """
+    best = None
+    for label, code in by_release(table).items():
+        if '+' in label:
+            continue
+        differs = [f.ref for f in functions
+                   if f.fingerprint is None or code.get(f.ref) !=
+                   f.fingerprint]
+        key = (len(differs), [-k for k in fingerprints.release_key(label)])
+        if best is None or key < best[0]:
+            best = (key, label, differs)
+    return None if best is None else (best[1], best[2])
+
+
+def expand(specs, labels):
+    """Surveyed labels named by ``specs`` (labels or closed ranges).
+
+    A range ``20.0.0-20.6.1`` takes every release in it; patched builds
+    and branch tips are only ever named one by one.
+    """
+    key = fingerprints.release_key
+    out = set()
+    for spec in specs:
+        low, sep, high = spec.partition('-')
+        if not sep or not high[:1].isdigit():
+            out.add(spec)
+            continue
+        out.update(label for label in labels
+                   if releases.eol_major(label) is None and
+                   '+' not in label and
+                   key(low) <= key(label) <= key(high))
+    return out
+
+
+def verified_releases(name, implemented, table=None):
+    """{series: set of labels} the implementations were verified on.
+
+    From :data:`nova_revert_lock.mixins.VERIFIED`; a series that has an
+    implementation but no declaration (a test's spec) counts every
+    surveyed release of that series.
+    """
+    labels = set(by_release(table))
+    declared = mixins.VERIFIED.get(name, {})
+    out = {}
+    for series in implemented:
+        if series in declared:
+            out[series] = expand(declared[series], labels)
+        else:
+            out[series] = {label for label in labels
+                           if releases.series_of(label) == series}
+    return out
+
+
+def decide(name, functions, fixed, verified, table=None):
+    """The verdict on mixin ``name`` for code described by ``functions``.
+
+    :param functions: a :class:`~.fingerprints.FunctionCheck` per ref the
+        mixin replaces or relies on
+    :param fixed: True when the code carries upstream's fix
+        (:data:`nova_revert_lock.mixins.FIXED_WHEN`)
+    :param verified: {series: labels}: the code each implementation was
+        verified on (:func:`verified_releases`)
+    :param table: the ``FINGERPRINTS`` mapping the functions were checked
+        against (for the nearest release; default: the generated one)
+
+    An implementation applies when every function is code one of its
+    verified releases ships: all from one release, or (a build mixing
+    releases, such as a Nova built with the patch series or a
+    distribution's backport) each from one of them. Code that is only
+    surveyed is known but not patched. Where several implementations were
+    verified on the code, the newest series applies.
+    """
+    if fixed:
+        return MixinCheck(name, FIXED_UPSTREAM, functions)
+    problems = [f.describe() for f in functions if not f.known]
+    if problems:
+        nearest = note = None
+        if any(f.fingerprint is not None and not f.known
+               for f in functions):
+            # Code nobody surveyed: name the release it is nearest to, so
+            # that an operator can report it.
+            nearest = nearest_release(functions, table)
+        if nearest is not None:
+            note = 'nearest known release: Nova %s (differs in %s)' % (
+                nearest[0], ', '.join(r.split(':', 1)[1]
+                                      for r in nearest[1]))
+            problems.append('%s: %s' % (name, note))
+        return MixinCheck(name, UNKNOWN, functions, problems=problems,
+                          note=note, nearest=nearest)
+    common = frozenset.intersection(*[f.releases for f in functions])
+    families = [series for series, labels in verified.items()
+                if all(f.releases & labels for f in functions)]
+    if not families:
+        known_in = fingerprints.sorted_releases(common)
+        return MixinCheck(name, UNKNOWN, functions, problems=[
+            '%s: the code is known (%s) but no implementation was '
+            'verified on it (verified: %s)' % (
+                name, 'Nova %s' % ', '.join(known_in) if known_in else
+                'each function in some release, no release has them all',
+                '; '.join('%s on %s' % (
+                    series, ', '.join(fingerprints.sorted_releases(
+                        labels)) or 'nothing surveyed')
+                    for series, labels in sorted(
+                        verified.items(),
+                        key=lambda item: _series_order(item[0]))) or
+                'no implementation')])
+    family = max(families, key=_series_order)
+    note = None
+    if not common:
+        # NOTE: no single release has all of this code: a build that
+        # took some functions from a later release (a distribution's
+        # backport, this project's patch series). Each function is code
+        # the implementation was verified on.
+        note = ('no single release has all of this code; each function '
+                'is code the %s implementation was verified on' % family)
+    return MixinCheck(name, MATCH, functions, family=family,
+                      releases=common, note=note)
+
+
+def check_release(name, label, table=None):
+    """The verdict on mixin ``name`` for surveyed release ``label``.
+
+    What ``nova-revert-lock check`` says on that release, from the table
+    alone.
+    """
+    table = _table() if table is None else table
+    code = by_release(table.FINGERPRINTS)[label]
+    if name in mixins.APPLIES_FROM:
+        ref = mixins.APPLIES_FROM[name][0]
+        if ref not in code:
+            return MixinCheck(name, NOT_APPLICABLE, [],
+                              note=not_applicable_note(name))
+    functions = []
+    for ref in refs_of(name):
+        digest = code.get(ref)
+        if digest is None:
+            functions.append(fingerprints.FunctionCheck(
+                ref, error='not found in Nova %s' % label))
+        else:
+            functions.append(fingerprints.FunctionCheck(
+                ref, digest, table.FINGERPRINTS[ref][digest]))
+    marker = mixins.FIXED_WHEN.get(name)
+    fixed = marker is not None and label in table.CALLS.get(
+        marker.ref, {}).get(marker.name, ())
+    verified = verified_releases(
+        name, mixins.VERIFIED.get(name, {}), table.FINGERPRINTS)
+    return decide(name, functions, fixed, verified, table.FINGERPRINTS)
+
+
+def matrix(table=None, names=None):
+    """{release: {mixin: MixinCheck}} for every surveyed release."""
+    table = _table() if table is None else table
+    names = list(mixins.REFS) if names is None else names
+    labels = fingerprints.sorted_releases(
+        set(table.SURVEYED_RELEASES) | set(table.SURVEYED_PATCHES))
+    return collections.OrderedDict(
+        (label, collections.OrderedDict(
+            (name, check_release(name, label, table)) for name in names))
+        for label in labels)
+
+
+#: the short form of each outcome in the printed matrix
+_SHORT = {MATCH: 'match', FIXED_UPSTREAM: 'fixed-upstream',
+          NOT_APPLICABLE: 'n/a', UNKNOWN: 'unknown'}
+
+
+def _cell(check):
+    if check.outcome == MATCH:
+        return 'match (%s)' % check.family
+    return _SHORT[check.outcome]
+
+
+def grouped(table=None):
+    """The matrix with neighbouring releases of identical rows merged.
+
+    :returns: list of ``(first, last, count, {mixin: cell})``, in release
+        order; a patched build or a branch tip always stands alone.
+    """
+    rows = []
+    for label, checks in matrix(table).items():
+        cells = collections.OrderedDict(
+            (name, _cell(check)) for name, check in checks.items())
+        alone = releases.eol_major(label) is not None or '+' in label
+        if rows and not alone and not rows[-1][4] and (
+                rows[-1][3] == cells and releases.series_of(rows[-1][0])
+                == releases.series_of(label)):
+            first, _, count, _, _ = rows[-1]
+            rows[-1] = (first, label, count + 1, cells, False)
+        else:
+            rows.append((label, label, 1, cells, alone))
+    return [(first, last, count, cells)
+            for first, last, count, cells, _ in rows]
+
+
+def _release_cell(first, last, count):
+    if count == 1:
+        return first
+    return '%s - %s (%d)' % (first, last, count)
+
+
+def format_text(table=None):
+    rows = grouped(table)
+    names = list(rows[0][3]) if rows else []
+    head = ['release', 'series'] + names
+    body = [[_release_cell(first, last, count),
+             releases.series_of(first)] + list(cells.values())
+            for first, last, count, cells in rows]
+    widths = [max(len(r[i]) for r in [head] + body)
+              for i in range(len(head))]
+    lines = ['  '.join(c.ljust(w) for c, w in zip(r, widths)).rstrip()
+             for r in [head] + body]
+    lines.insert(1, '  '.join('-' * w for w in widths))
+    return '\n'.join(lines)
+
+
+def to_dict(table=None):
+    """{release: {mixin: {outcome, family, note, problems}}}."""
+    return collections.OrderedDict(
+        (label, collections.OrderedDict(
+            (name, {'outcome': check.outcome, 'family': check.family,
+                    'note': check.note, 'problems': check.problems})
+            for name, check in checks.items()))
+        for label, checks in matrix(table).items())
+
+
+RST_HEADER = """\
+..
+   GENERATED by ``nova-revert-lock support-matrix --format rst``
+   from the fingerprint table; do not edit by hand (``tox -e
+   support-matrix -- --write`` regenerates it, a unit test compares).
+
+==============
+Support matrix
+==============
+
+What ``nova-revert-lock check`` says of each mixin on every Nova release
+and branch tip the fingerprint table surveyed (%(count)d in all, from
+%(first)s to %(last)s). Neighbouring releases with the same answers share a
+row.
+
+``match (series)``
+    the code is code that implementation was verified on (the tests ran on
+    it, or on identical code): the mixin applies.
+``fixed-upstream``
+    the code carries upstream's fix: the mixin stands aside.
+``n/a``
+    the feature the mixin fixes does not exist in that release.
+``unknown``
+    surveyed, but no implementation was verified on that code: the mixin is
+    not applied (a core mixin makes ``nova-compute-revert-lock`` refuse to
+    start; ``source_window`` is left out with a warning).
+
+``x+patches`` is release ``x`` with this project's patch series applied;
+``<series>-eol`` is the unreleased tip of a stable branch (tag in
+openstack/nova). Where each release was read from is recorded in
+``nova_revert_lock/fingerprint_table.py`` (``SOURCES``).
+
+"""
+
+
+def format_rst(table=None):
+    rows = grouped(table)
+    names = list(rows[0][3]) if rows else []
+    labels = fingerprints.sorted_releases(by_release(
+        None if table is None else table.FINGERPRINTS))
+    out = [RST_HEADER % {'count': len(labels), 'first': labels[0],
+                         'last': labels[-1]}]
+    out.append('.. list-table::\n   :header-rows: 1\n\n')
+    out.append('   * - release\n     - series\n')
+    out.extend('     - %s\n' % name for name in names)
+    for first, last, count, cells in rows:
+        out.append('   * - %s\n     - %s\n' % (
+            _release_cell(first, last, count), releases.series_of(first)))
+        out.extend('     - %s\n' % cell for cell in cells.values())
+    return ''.join(out)
