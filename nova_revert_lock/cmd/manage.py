@@ -19,6 +19,9 @@ each mixin and each fingerprint.
 ``nova-revert-lock status`` asks running nova-computes over RPC
 (:mod:`nova_revert_lock.cmd.status`).
 
+``nova-revert-lock support-matrix`` prints what ``check`` says of each
+mixin on every release the fingerprint table surveyed; it needs no Nova.
+
 Exit codes: 0 patched or already-fixed; 1 incomplete (a fix for bug
 1879878 that applies is configured out), refused, disabled, or Nova not
 importable; 2 bad usage or configuration.
@@ -139,6 +142,17 @@ def cmd_check(args):
     return EXIT_NOT_PROTECTED
 
 
+def cmd_support_matrix(args):
+    from nova_revert_lock import support
+    if args.format == 'json':
+        print(json.dumps(support.to_dict(), indent=2))
+    elif args.format == 'rst':
+        print(support.format_rst(), end='')
+    else:
+        print(support.format_text())
+    return EXIT_OK
+
+
 def build_parser():
     parser = argparse.ArgumentParser(
         prog='nova-revert-lock',
@@ -159,6 +173,14 @@ def build_parser():
     check.set_defaults(func=cmd_check)
 
     status.add_parser(sub)
+
+    matrix = sub.add_parser(
+        'support-matrix',
+        help='what check says of each mixin on every surveyed Nova '
+             'release and branch tip (needs no Nova)')
+    matrix.add_argument('--format', choices=('table', 'json', 'rst'),
+                        default='table')
+    matrix.set_defaults(func=cmd_support_matrix)
     return parser
 
 
