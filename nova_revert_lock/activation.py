@@ -41,7 +41,7 @@ configured is composed, but the host is not protected and
 
 When nothing at all is composed on a Nova that already carries the fix,
 the manager gets the status endpoint only (``<manager>`` plus
-:class:`~nova_revert_lock.rpc.StatusEndpointMixin`), so that
+:class:`~nova_revert_lock.endpoint.StatusEndpointMixin`), so that
 ``nova-revert-lock status`` can tell that host's state; a refusal or
 ``[revert_lock] enabled = false`` leaves nova-compute's manager alone.
 """
@@ -55,6 +55,7 @@ from oslo_utils import importutils
 from oslo_utils import timeutils
 import stevedore
 
+from nova_revert_lock.audit import endpoint
 from nova_revert_lock import conf as nrl_conf
 from nova_revert_lock import exception
 from nova_revert_lock import fingerprints
@@ -62,7 +63,6 @@ from nova_revert_lock import locking
 from nova_revert_lock import mixins
 from nova_revert_lock.mixins import base
 from nova_revert_lock import releases
-from nova_revert_lock import rpc
 
 LOG = logging.getLogger(__name__)
 
@@ -529,7 +529,7 @@ def compose(manager_cls, applied, lock):
     tracker_cls = _tracker_subclass(stock, tracker_mixins, namespace)
     manager_mixins = tuple(i.manager for i in impls)
     return type('RevertLockComputeManager',
-                manager_mixins + (TrackerSwap, rpc.StatusEndpointMixin,
+                manager_mixins + (TrackerSwap, endpoint.StatusEndpointMixin,
                                   manager_cls),
                 {'__module__': __name__,
                  '_nrl_tracker_class': tracker_cls,
@@ -572,7 +572,7 @@ def _guarded_tracker_functions(applied, namespace):
 def compose_status_only(manager_cls):
     """The manager class with the status endpoint and nothing else."""
     return type('RevertLockComputeManager',
-                (rpc.StatusEndpointMixin, manager_cls),
+                (endpoint.StatusEndpointMixin, manager_cls),
                 {'__module__': __name__})
 
 

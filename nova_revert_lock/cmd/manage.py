@@ -31,11 +31,12 @@ import argparse
 import json
 import sys
 
+from nova_revert_lock.cmd import common
 from nova_revert_lock.cmd import status
 
-EXIT_OK = 0
-EXIT_NOT_PROTECTED = 1
-EXIT_USAGE = 2
+EXIT_OK = common.EXIT_OK
+EXIT_NOT_PROTECTED = common.EXIT_NOT_PROTECTED
+EXIT_USAGE = common.EXIT_USAGE
 
 
 def _load_config(config_files):
@@ -44,11 +45,8 @@ def _load_config(config_files):
     from nova_revert_lock import conf as nrl_conf
     conf = cfg.ConfigOpts()
     nrl_conf.register_opts(conf)
-    args = []
-    for path in config_files or ():
-        args.extend(['--config-file', path])
-    conf(args, project='nova', default_config_files=None if config_files
-         is None else [])
+    conf(common.config_args(config_files), project='nova',
+         default_config_files=common.default_files(config_files))
     return conf
 
 
@@ -164,10 +162,7 @@ def build_parser():
     check = sub.add_parser(
         'check', help='report on the Nova installed here: release, '
                       'state, each mixin and fingerprint')
-    check.add_argument('--config-file', action='append', metavar='PATH',
-                       help='Nova configuration file to read [revert_lock] '
-                            'from (repeatable; default: the files '
-                            'nova-compute would find)')
+    common.add_config_file_argument(check, ' to read [revert_lock] from')
     check.add_argument('--format', choices=('table', 'json'),
                        default='table')
     check.set_defaults(func=cmd_check)

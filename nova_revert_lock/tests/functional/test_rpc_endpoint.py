@@ -23,8 +23,11 @@ from nova import rpc as nova_rpc
 from nova.tests.functional import integrated_helpers
 
 from nova_revert_lock import activation
-from nova_revert_lock.cmd import status
-from nova_revert_lock import rpc
+from nova_revert_lock.audit import client
+from nova_revert_lock.audit import endpoint
+from nova_revert_lock.audit import query
+from nova_revert_lock.audit import rows
+from nova_revert_lock.audit import targets
 from nova_revert_lock import stats
 from nova_revert_lock.tests.functional import base
 from nova_revert_lock.tests.functional import test_same_cell_race
@@ -34,7 +37,7 @@ CONF = nova_conf.CONF
 
 def status_endpoints(service):
     return [e for e in service.rpcserver.dispatcher.endpoints
-            if isinstance(e, rpc.StatusEndpoint)]
+            if isinstance(e, endpoint.StatusEndpoint)]
 
 
 class StatusEndpointTest(base.ExtensionFixtureMixin, base.RaceMixin,
@@ -48,13 +51,14 @@ class StatusEndpointTest(base.ExtensionFixtureMixin, base.RaceMixin,
         self.assertIn(str(self.report.state),
                       (activation.PATCHED, activation.ALREADY_FIXED),
                       self.report.problems)
-        self.api = rpc.StatusAPI(nova_rpc.TRANSPORT, timeout=30)
+        self.api = client.StatusAPI(nova_rpc.TRANSPORT, timeout=30)
 
     def test_endpoint_among_the_compute_rpc_endpoints(self):
         for host, service in self.computes.items():
-            (endpoint,) = status_endpoints(service)
-            self.assertIs(service.manager, endpoint.manager)
-            self.assertIsInstance(service.manager, rpc.StatusEndpointMixin)
+            (served,) = status_endpoints(service)
+            self.assertIs(service.manager, served.manager)
+            self.assertIsInstance(service.manager,
+                                  endpoint.StatusEndpointMixin)
             # Nova's own endpoints are still served, the manager first.
             self.assertIs(service.manager,
                           service.rpcserver.dispatcher.endpoints[0])
@@ -71,7 +75,7 @@ class StatusEndpointTest(base.ExtensionFixtureMixin, base.RaceMixin,
         self.assertEqual(self.report.mixins, status['mixins'])
         self.assertEqual(self.report.activated_at, status['activated_at'])
         self.assertIsNotNone(status['activated_at'])
-        self.assertEqual(rpc.RPC_API_VERSION, status['rpc_version'])
+        self.assertEqual(endpoint.RPC_API_VERSION, status['rpc_version'])
         entered = (status['critical_sections'] -
                    before['critical_sections'])
         confirms = (status['critical_sections_by_kind'].get('confirm', 0) -
@@ -98,18 +102,17 @@ class StatusEndpointTest(base.ExtensionFixtureMixin, base.RaceMixin,
         # from each cell's database, then each host on its cell's
         # transport (the fixture's buses all lead to Nova's transport).
         self.useFixture(fixtures.MockPatch(
-            'nova_revert_lock.rpc.get_transport',
+            'nova_revert_lock.audit.client.get_transport',
             return_value=nova_rpc.TRANSPORT))
         self.computes['host2'].stop()
-        targets, errors = status.targets_from_cells(CONF)
+        found, errors = targets.targets_from_cells(CONF)
         self.assertEqual([], errors)
-        self.assertEqual(['host1', 'host2'], [t.host for t in targets])
-        self.assertEqual({'cell1'}, {t.cell for t in targets})
-        rows = status.query(CONF, targets, timeout=2)
-        host1, host2 = rows
-        self.assertTrue(status.protected(host1), host1)
+        self.assertEqual(['host1', 'host2'], [t.host for t in found])
+        self.assertEqual({'cell1'}, {t.cell for t in found})
+        host1, host2 = query.query(CONF, found, timeout=2)
+        self.assertTrue(rows.protected(host1), host1)
         self.assertEqual('cell1', host1['cell'])
-        self.assertEqual(str(self.report.state), host1['state'])
+        self.assertEqual(self.report.state, host1['state'])
         self.assertFalse(host2['reachable'])
         self.assertIn('no answer within 2s', host2['error'])
 
@@ -124,6 +127,6 @@ class StatusEndpointPlainNovaTest(
     def test_plain_compute_is_not_running_the_extension(self):
         for service in self.computes.values():
             self.assertEqual([], status_endpoints(service))
-        api = rpc.StatusAPI(nova_rpc.TRANSPORT, timeout=30)
-        self.assertRaises(rpc.NotRunningExtension, api.get_status,
+        api = client.StatusAPI(nova_rpc.TRANSPORT, timeout=30)
+        self.assertRaises(client.NotRunningExtension, api.get_status,
                           self.ctxt, 'host1')

@@ -18,10 +18,10 @@ access policy: the manager, Nova's ``BaseRPCAPI``, then the manager's
 ``additional_endpoints``. The manager is a stub standing for Nova's
 ``ComputeManager`` (a real one needs a hypervisor and databases); in
 ``extension`` mode its class is composed with the real
-:class:`~nova_revert_lock.rpc.StatusEndpointMixin`, as activation composes
-the real manager, and carries the real activation report of the Nova
-installed here. In ``plain`` mode it is plain nova-compute: no status
-endpoint.
+:class:`~nova_revert_lock.audit.endpoint.StatusEndpointMixin`, as
+activation composes the real manager, and carries the real activation
+report of the Nova installed here. In ``plain`` mode it is plain
+nova-compute: no status endpoint.
 
 Usage::
 
@@ -53,7 +53,8 @@ from nova.objects import base as objects_base
 from nova import rpc as nova_rpc
 
 from nova_revert_lock import activation
-from nova_revert_lock import rpc
+from nova_revert_lock.audit import client
+from nova_revert_lock.audit import endpoint
 from nova_revert_lock import stats
 
 
@@ -78,7 +79,7 @@ def manager_class(mode):
     report = activation.evaluate(cfg.ConfigOpts())
     report.activated_at = timeutils.utcnow().isoformat() + 'Z'
     return type('RevertLockComputeManager',
-                (rpc.StatusEndpointMixin, StubComputeManager),
+                (endpoint.StatusEndpointMixin, StubComputeManager),
                 {'_nrl_report': report})
 
 
@@ -107,12 +108,12 @@ def main(argv=None):
     run_sections(args.sections, args.failed_sections)
     conf = cfg.ConfigOpts()
     conf([])
-    transport = rpc.get_transport(conf, args.url)
+    transport = client.get_transport(conf, args.url)
     manager = manager_class(args.mode)(args.host)
     endpoints = [manager, baserpc.BaseRPCAPI(manager.service_name, None)]
     endpoints.extend(manager.additional_endpoints)
     server = messaging.get_rpc_server(
-        transport, messaging.Target(topic=rpc.COMPUTE_TOPIC,
+        transport, messaging.Target(topic=client.COMPUTE_TOPIC,
                                     server=args.host),
         endpoints, executor='eventlet',
         serializer=nova_rpc.RequestContextSerializer(

@@ -13,13 +13,15 @@
 """The status endpoint and its client, over oslo.messaging's fake driver."""
 
 import json
+from unittest import mock
 
 import fixtures
 from oslo_config import cfg
 import oslo_messaging as messaging
 import testtools
 
-from nova_revert_lock import rpc
+from nova_revert_lock.audit import client
+from nova_revert_lock.audit import endpoint
 from nova_revert_lock import stats
 
 
@@ -49,33 +51,8 @@ class PlainManager(object):
 
 def extension_manager(report):
     return type('RevertLockComputeManager',
-                (rpc.StatusEndpointMixin, PlainManager),
+                (endpoint.StatusEndpointMixin, PlainManager),
                 {'_nrl_report': report})
-
-
-class StatusEndpointV11(rpc.StatusEndpoint):
-    """A future endpoint: 1.1 adds an argument."""
-
-    target = messaging.Target(namespace=rpc.NAMESPACE, version='1.1')
-
-    def get_status(self, context, detail=False):
-        status = super(StatusEndpointV11, self).get_status(context)
-        status['detail'] = detail
-        return status
-
-
-class StatusAPIV11(rpc.StatusAPI):
-    """A future client that sends 1.1 when the host can take it."""
-
-    def __init__(self, *args, **kwargs):
-        kwargs.setdefault('version_cap', '1.1')
-        super(StatusAPIV11, self).__init__(*args, **kwargs)
-
-    def _get_status(self, cctxt, context):
-        if cctxt.can_send_version('1.1'):
-            return cctxt.prepare(version='1.1').call(
-                context, 'get_status', detail=True)
-        return cctxt.prepare(version='1.0').call(context, 'get_status')
 
 
 class CountersFixture(fixtures.Fixture):
@@ -97,7 +74,7 @@ class FakeTransportMixin(object):
         self.useFixture(fixtures.FakeLogger())
         self.conf = cfg.ConfigOpts()
         self.conf([])
-        self.transport = rpc.get_transport(self.conf, 'fake://')
+        self.transport = client.get_transport(self.conf, 'fake://')
         self.addCleanup(self.transport.cleanup)
 
     def serve(self, manager):
@@ -123,7 +100,7 @@ class TestStatusEndpoint(testtools.TestCase):
         self.useFixture(CountersFixture())
 
     def test_target_is_its_own_namespace(self):
-        target = rpc.StatusEndpoint.target
+        target = endpoint.StatusEndpoint.target
         self.assertEqual(('revert_lock', '1.0'),
                          (target.namespace, target.version))
         self.assertIsNone(target.topic)
@@ -131,9 +108,9 @@ class TestStatusEndpoint(testtools.TestCase):
 
     def test_mixin_appends_after_manager_init(self):
         manager = extension_manager(FakeReport())('host1')
-        (endpoint,) = manager.additional_endpoints
-        self.assertIsInstance(endpoint, rpc.StatusEndpoint)
-        self.assertIs(manager, endpoint.manager)
+        (served,) = manager.additional_endpoints
+        self.assertIsInstance(served, endpoint.StatusEndpoint)
+        self.assertIs(manager, served.manager)
 
     def test_get_status_reports_the_activation(self):
         manager = extension_manager(FakeReport())('host1')
@@ -178,21 +155,10 @@ class TestStatusEndpoint(testtools.TestCase):
         self.assertEqual(1, status['critical_section_errors'])
         self.assertGreaterEqual(status['max_lock_hold_ms'], 0.0)
 
-    def test_without_report_falls_back_to_the_active_one(self):
-        self.useFixture(fixtures.MockPatch(
-            'nova_revert_lock.activation.current_report',
-            return_value=FakeReport('already-fixed', mixins=())))
-        manager = type('M', (rpc.StatusEndpointMixin, PlainManager),
-                       {})('host2')
-        status = manager.additional_endpoints[0].get_status({})
-        self.assertEqual(('host2', 'already-fixed', []),
-                         (status['host'], status['state'], status['mixins']))
-
     def test_no_report_at_all_is_unknown(self):
-        self.useFixture(fixtures.MockPatch(
-            'nova_revert_lock.activation.current_report',
-            return_value=None))
-        manager = type('M', (rpc.StatusEndpointMixin, PlainManager),
+        # Activation sets the report on every class it composes; a class
+        # composed otherwise has none to give.
+        manager = type('M', (endpoint.StatusEndpointMixin, PlainManager),
                        {})('host2')
         status = manager.additional_endpoints[0].get_status({})
         self.assertEqual(('unknown', None), (status['state'],
@@ -204,17 +170,16 @@ class TestStatusAPI(FakeTransportMixin, testtools.TestCase):
     def test_get_status_round_trip(self):
         self.serve(extension_manager(FakeReport())('host1'))
         self.serve(extension_manager(FakeReport('refused', ()))('host2'))
-        api = rpc.StatusAPI(self.transport, timeout=5)
+        api = client.StatusAPI(self.transport, timeout=5)
         self.assertEqual('patched', api.get_status(None, 'host1')['state'])
         status = api.get_status(None, 'host2')
         self.assertEqual(('host2', 'refused'), (status['host'],
                                                 status['state']))
-        self.assertEqual('1.0', api.negotiated_version('host1'))
 
     def test_context_is_sent_as_a_dict(self):
         seen = []
 
-        class Recording(rpc.StatusEndpoint):
+        class Recording(endpoint.StatusEndpoint):
             def get_status(self, context):
                 seen.append(context)
                 return super(Recording, self).get_status(context)
@@ -222,7 +187,7 @@ class TestStatusAPI(FakeTransportMixin, testtools.TestCase):
         manager = PlainManager('host1')
         manager.additional_endpoints.append(Recording(manager))
         self.serve(manager)
-        rpc.StatusAPI(self.transport, timeout=5).get_status(None, 'host1')
+        client.StatusAPI(self.transport, timeout=5).get_status(None, 'host1')
         (context,) = seen
         self.assertIsInstance(context, dict)
         self.assertTrue(context['is_admin'])
@@ -230,11 +195,10 @@ class TestStatusAPI(FakeTransportMixin, testtools.TestCase):
 
     def test_plain_compute_is_not_running_the_extension(self):
         self.serve(PlainManager('host1'))
-        api = rpc.StatusAPI(self.transport, timeout=5)
-        e = self.assertRaises(rpc.NotRunningExtension, api.get_status,
+        api = client.StatusAPI(self.transport, timeout=5)
+        e = self.assertRaises(client.NotRunningExtension, api.get_status,
                               None, 'host1')
         self.assertIn('UnsupportedVersion', str(e))
-        self.assertIsNone(api.negotiated_version('host1'))
 
     def test_does_not_collide_with_the_compute_api(self):
         # Nova's own endpoints keep answering next to ours.
@@ -246,72 +210,28 @@ class TestStatusAPI(FakeTransportMixin, testtools.TestCase):
         self.assertEqual('compute', client.call({}, 'get_console_topic'))
 
     def test_no_server_times_out(self):
-        api = rpc.StatusAPI(self.transport, timeout=0.5)
+        api = client.StatusAPI(self.transport, timeout=0.5)
         self.assertRaises(messaging.MessagingTimeout, api.get_status,
                           None, 'ghost')
-
-    def test_newer_client_steps_down_to_an_older_endpoint(self):
-        self.serve(extension_manager(FakeReport())('old'))
-        api = StatusAPIV11(self.transport, timeout=5)
-        status = api.get_status(None, 'old')
-        self.assertEqual('patched', status['state'])
-        self.assertNotIn('detail', status)
-        self.assertEqual('1.0', api.negotiated_version('old'))
-        # Remembered: the next call goes straight to 1.0.
-        self.assertEqual('patched', api.get_status(None, 'old')['state'])
-
-    def test_newer_client_uses_the_newer_version_when_served(self):
-        manager = PlainManager('new')
-        manager.additional_endpoints.append(StatusEndpointV11(manager))
-        self.serve(manager)
-        api = StatusAPIV11(self.transport, timeout=5)
-        self.assertTrue(api.get_status(None, 'new')['detail'])
-        self.assertEqual('1.1', api.negotiated_version('new'))
-
-    def test_older_client_talks_to_a_newer_endpoint(self):
-        manager = PlainManager('new')
-        manager.additional_endpoints.append(StatusEndpointV11(manager))
-        self.serve(manager)
-        status = rpc.StatusAPI(self.transport, timeout=5).get_status(
-            None, 'new')
-        self.assertFalse(status['detail'])
-
-    def test_newer_client_on_plain_compute(self):
-        self.serve(PlainManager('plain'))
-        api = StatusAPIV11(self.transport, timeout=5)
-        e = self.assertRaises(rpc.NotRunningExtension, api.get_status,
-                              None, 'plain')
-        self.assertIn('1.1 or 1.0', str(e))
 
 
 class TestHelpers(testtools.TestCase):
 
     def test_out_of_namespace_errors(self):
-        self.assertTrue(rpc.is_out_of_namespace(
+        self.assertTrue(client.is_out_of_namespace(
             messaging.UnsupportedVersion('1.0', method='get_status')))
-        self.assertTrue(rpc.is_out_of_namespace(
+        self.assertTrue(client.is_out_of_namespace(
             messaging.NoSuchMethod('get_status')))
         # What a real broker hands back: the class by name only.
-        self.assertTrue(rpc.is_out_of_namespace(
+        self.assertTrue(client.is_out_of_namespace(
             messaging.RemoteError('UnsupportedVersion', 'no')))
-        self.assertFalse(rpc.is_out_of_namespace(
+        self.assertFalse(client.is_out_of_namespace(
             messaging.RemoteError('ValueError', 'boom')))
-        self.assertFalse(rpc.is_out_of_namespace(ValueError()))
-
-    def test_versions_down_to_base(self):
-        self.assertEqual(['1.0'], rpc._versions_down_to_base('1.0'))
-        self.assertEqual(['1.2', '1.1', '1.0'],
-                         rpc._versions_down_to_base('1.2'))
-        self.assertEqual(['2.0'], rpc._versions_down_to_base('2.0'))
+        self.assertFalse(client.is_out_of_namespace(ValueError()))
 
     def test_remote_error_other_than_version_is_raised(self):
-        api = rpc.StatusAPI.__new__(rpc.StatusAPI)
-        api.version_cap = '1.0'
-        api._host_caps = {}
-        api.client = messaging.RPCClient.__new__(messaging.RPCClient)
-        self.useFixture(fixtures.MockPatchObject(
-            messaging.RPCClient, 'prepare'))
-        self.useFixture(fixtures.MockPatchObject(
-            rpc.StatusAPI, '_get_status',
-            side_effect=messaging.RemoteError('KeyError', 'x')))
+        api = client.StatusAPI.__new__(client.StatusAPI)
+        api.client = mock.Mock()
+        api.client.prepare.return_value.call.side_effect = (
+            messaging.RemoteError('KeyError', 'x'))
         self.assertRaises(messaging.RemoteError, api.get_status, {}, 'h')

@@ -22,9 +22,11 @@ import time
 import fixtures
 import testtools
 
+from nova_revert_lock.audit import client
+from nova_revert_lock.audit import query
+from nova_revert_lock.audit import rows as audit_rows
 from nova_revert_lock.cmd import manage
 from nova_revert_lock.cmd import status
-from nova_revert_lock import rpc
 from nova_revert_lock.tests.unit import test_rpc
 
 
@@ -68,7 +70,7 @@ class TestStatusCommand(CommandMixin, test_rpc.FakeTransportMixin,
         # NOTE: fake:// transports only reach servers on the very same
         # transport object; the command gets the test's.
         self.useFixture(fixtures.MockPatch(
-            'nova_revert_lock.rpc.get_transport',
+            'nova_revert_lock.audit.client.get_transport',
             return_value=self.transport))
         self.conf_file = self.config(
             '[DEFAULT]\ntransport_url = fake://\n')
@@ -98,7 +100,7 @@ class TestStatusCommand(CommandMixin, test_rpc.FakeTransportMixin,
                          [r['state'] for r in rows])
         self.assertEqual([True, True], [r['reachable'] for r in rows])
         self.assertEqual([None, None], [r['error'] for r in rows])
-        for key in status.ROW_KEYS:
+        for key in audit_rows.ROW_KEYS:
             self.assertIn(key, rows[0])
         self.assertEqual(['confirm', 'revert'], rows[0]['mixins'])
         self.assertEqual('21.1.0', rows[0]['nova_version'])
@@ -169,8 +171,8 @@ class TestStuckTransport(CommandMixin, testtools.TestCase):
             release.wait(30)
 
         self.useFixture(fixtures.MockPatchObject(
-            rpc.StatusAPI, 'get_status', stuck))
-        self.useFixture(fixtures.MockPatchObject(status, 'GRACE', 0.5))
+            client.StatusAPI, 'get_status', stuck))
+        self.useFixture(fixtures.MockPatchObject(query, 'GRACE', 0.5))
         conf = self.config('[DEFAULT]\ntransport_url = fake://\n')
         code = self.run_cmd('--config-file', conf, '--host', 'h1',
                             '--host', 'h2', '--timeout', '0.5',

@@ -1,0 +1,104 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Every nova-compute run through this package answers "am I protected?".
+
+The composed compute manager serves :class:`StatusEndpoint` on
+nova-compute's own RPC server (Nova's ``Service`` builds the server's
+endpoints as ``[manager] + manager.additional_endpoints``), in its own
+namespace, so it can never collide with Nova's compute RPC API.
+
+RPC API history (namespace ``revert_lock``)::
+
+    1.0 - get_status()
+
+A later minor version only adds; its client will send it when
+``can_send_version`` allows, as Nova's RPC clients do.
+"""
+
+import oslo_messaging as messaging
+
+from nova_revert_lock import stats
+
+#: RPC namespace of the status endpoint; Nova's endpoints have none or
+#: their own ('baseapi'), so the dispatcher never mixes them up.
+NAMESPACE = 'revert_lock'
+#: the version the endpoint serves and the client speaks
+RPC_API_VERSION = '1.0'
+
+
+def status_of(manager):
+    """The status of this process's nova-compute, as a plain dict.
+
+    :param manager: the compute manager serving the endpoint; activation
+        sets ``_nrl_report`` on the class it composes
+    :returns: dict with ``host``, ``rpc_version``, ``nova_version``,
+        ``series``, ``state``, ``mixins``, ``missing`` (the bug 1879878
+        fixes configured out on a Nova that needs them: state
+        ``incomplete``), ``activated_at`` (ISO 8601 UTC
+        or None) and the counters of :func:`nova_revert_lock.stats.snapshot`
+        (critical sections entered, longest lock hold in ms, errors), all
+        JSON-safe
+    """
+    report = getattr(manager, '_nrl_report', None)
+    status = {
+        'host': getattr(manager, 'host', None),
+        'rpc_version': RPC_API_VERSION,
+        'nova_version': None,
+        'series': 'unknown',
+        'state': 'unknown',
+        'mixins': [],
+        'missing': [],
+        'activated_at': None,
+    }
+    if report is not None:
+        status.update({
+            'nova_version': report.nova_version,
+            'series': report.series,
+            'state': report.state,
+            'mixins': list(report.mixins),
+            'missing': list(getattr(report, 'missing', ())),
+            'activated_at': getattr(report, 'activated_at', None),
+        })
+    status.update(stats.snapshot())
+    return status
+
+
+class StatusEndpoint(object):
+    """RPC endpoint: what this nova-compute runs and how it went so far.
+
+    Read-only, cheap, and it takes no lock: an audit must never wait on
+    (or delay) a compute that is busy confirming resizes.
+    """
+
+    target = messaging.Target(namespace=NAMESPACE, version=RPC_API_VERSION)
+
+    def __init__(self, manager):
+        self.manager = manager
+
+    def get_status(self, context):
+        """Return :func:`status_of` the manager (a plain dict)."""
+        return status_of(self.manager)
+
+
+class StatusEndpointMixin(object):
+    """Compute manager mixin: serve a :class:`StatusEndpoint`.
+
+    ``nova.manager.Manager.__init__`` sets ``additional_endpoints`` to an
+    empty list, so the endpoint is appended after the constructor ran;
+    ``nova.service.Service.start()`` reads the list when it creates the
+    RPC server.
+    """
+
+    def __init__(self, *args, **kwargs):
+        super(StatusEndpointMixin, self).__init__(*args, **kwargs)
+        self.additional_endpoints.append(StatusEndpoint(self))
