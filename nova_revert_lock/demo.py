@@ -136,7 +136,7 @@ def main(argv=None):
     if args.run:
         return _run_mode(args.run, args.cycles)
 
-    from nova_revert_lock import releases
+    from nova_revert_lock.guard import releases
     version = releases.installed_nova_version()
     print('nova-revert-lock demo: Nova %s, %d confirm and %d revert cycles '
           'per mode, each raced by the periodic task' % (

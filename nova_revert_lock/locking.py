@@ -29,7 +29,7 @@ import inspect
 
 from oslo_concurrency import lockutils
 
-from nova_revert_lock import fingerprints
+from nova_revert_lock.guard import fingerprints
 
 
 class UnknownLock(Exception):

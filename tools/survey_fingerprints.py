@@ -18,9 +18,10 @@ when there is no wheel) or, with ``--git DIR``, from the tags of an
 openstack/nova clone, fingerprints every upstream function the mixins
 replace or rely on, exactly as the guard does on live code, and prints the
 table: one row per function and distinct code, with the releases that ship
-it. With ``--write`` it regenerates ``nova_revert_lock/fingerprint_table.py``,
-which records where each surveyed release was read from (``SOURCES``) and
-which releases carry each upstream fix the guard recognises (``CALLS``).
+it. With ``--write`` it regenerates
+``nova_revert_lock/guard/fingerprint_table.py``, which records where each
+surveyed release was read from (``SOURCES``) and which releases carry each
+upstream fix the guard recognises (``CALLS``).
 
 A release tag is the code its sdist was built from, so ``--git`` gives the
 fingerprints the package index gives, without downloading a hundred
@@ -60,7 +61,7 @@ from nova_revert_lock import mixins  # noqa: E402
 from nova_revert_lock import releases as nova_releases  # noqa: E402
 
 TABLE_PATH = os.path.join(os.path.dirname(__file__), os.pardir,
-                          'nova_revert_lock', 'fingerprint_table.py')
+                          'nova_revert_lock', 'guard', 'fingerprint_table.py')
 PATCHES_DIR = os.path.join(os.path.dirname(__file__), os.pardir, 'patches')
 #: the label of a release with this project's patch series applied
 PATCHED_LABEL = '%s+patches'
@@ -333,9 +334,9 @@ def print_table(table):
         for digest, releases in sorted(
                 table[ref].items(),
                 key=lambda item: fingerprints.release_key(item[1][0])):
-            families = sorted({nova_releases.series_of(r) for r in releases})
+            series = sorted({nova_releases.series_of(r) for r in releases})
             print('%-*s  %s  %-8s %s' % (
-                width, ref.split(':')[1], digest[:12], '/'.join(families),
+                width, ref.split(':')[1], digest[:12], '/'.join(series),
                 ', '.join(releases)))
 
 
@@ -443,7 +444,7 @@ def main(argv=None):
                              'tips such as train-eol')
     parser.add_argument('--write', action='store_true',
                         help='regenerate '
-                             'nova_revert_lock/fingerprint_table.py')
+                             'nova_revert_lock/guard/fingerprint_table.py')
     args = parser.parse_args(argv)
     available = available_releases()
     releases = []

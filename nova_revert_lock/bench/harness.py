@@ -206,7 +206,7 @@ class Bench(object):
         # below replace some of the functions it checks: with them in
         # place it sees code it does not know.
         from nova_revert_lock import activation
-        self.nova_state = str(activation.evaluate().state)
+        self.nova_state = str(activation.build().state)
         self.tracer = LockTracer(
             locking.tracker_lock(mixins.LOCK_REFS).name, self._released)
         case.stub_out('oslo_concurrency.lockutils.lock', self.tracer.lock)
@@ -570,7 +570,7 @@ class Channel(object):
         return json.loads(line) if line else {'cmd': 'quit'}
 
     def serve(self, case, bench):
-        from nova_revert_lock import releases
+        from nova_revert_lock.guard import releases
         report = case.activation_report
         # What the extension would do here, whether or not it is active:
         # 'patched' means this Nova is affected, 'already-fixed' fixed.

@@ -55,7 +55,7 @@ def _short(ref):
 
 
 def format_check_table(report):
-    from nova_revert_lock import fingerprints
+    from nova_revert_lock.guard import fingerprints
     lines = [
         'Nova:      %s (%s)' % (report.nova_version or 'unknown',
                                 report.series),
@@ -63,9 +63,9 @@ def format_check_table(report):
         'Lock:      %s' % (report.lock or '-'),
         'Applied:   %s' % (', '.join(report.mixins) or '-'),
     ]
-    if report.standing_aside:
+    if report.fixed_upstream:
         lines.append('Fixed upstream (standing aside): %s'
-                     % ', '.join(report.standing_aside))
+                     % ', '.join(report.fixed_upstream))
     if report.not_applied:
         lines.append('Not applied: %s' % ', '.join(report.not_applied))
     if report.not_applicable:
@@ -81,7 +81,7 @@ def format_check_table(report):
         lines.append('')
         lines.append('mixin %-20s %s%s' % (
             check.name, check.outcome,
-            ' (%s)' % check.family if check.family else ''))
+            ' (%s)' % check.series if check.series else ''))
         if check.note:
             lines.append('  %s' % check.note)
         for function in check.functions:
@@ -119,7 +119,7 @@ def cmd_check(args):
     from nova_revert_lock import exception
     try:
         conf = _load_config(args.config_file)
-        report = activation.evaluate(conf)
+        report = activation.check(conf)
     except (exception.ConfigurationError, cfg.Error) as e:
         sys.stderr.write('nova-revert-lock: %s\n' % e)
         return EXIT_USAGE
@@ -141,13 +141,13 @@ def cmd_check(args):
 
 
 def cmd_support_matrix(args):
-    from nova_revert_lock import support
+    from nova_revert_lock.guard import matrix
     if args.format == 'json':
-        print(json.dumps(support.to_dict(), indent=2))
+        print(json.dumps(matrix.to_dict(), indent=2))
     elif args.format == 'rst':
-        print(support.format_rst(), end='')
+        print(matrix.format_rst(), end='')
     else:
-        print(support.format_text())
+        print(matrix.format_text())
     return EXIT_OK
 
 
@@ -169,13 +169,13 @@ def build_parser():
 
     status.add_parser(sub)
 
-    matrix = sub.add_parser(
+    support = sub.add_parser(
         'support-matrix',
         help='what check says of each mixin on every surveyed Nova '
              'release and branch tip (needs no Nova)')
-    matrix.add_argument('--format', choices=('table', 'json', 'rst'),
-                        default='table')
-    matrix.set_defaults(func=cmd_support_matrix)
+    support.add_argument('--format', choices=('table', 'json', 'rst'),
+                         default='table')
+    support.set_defaults(func=cmd_support_matrix)
     return parser
 
 

@@ -17,26 +17,26 @@ namespace ``nova_revert_lock.compute_mixins`` names. The spec says which
 upstream functions the mixin replaces and relies on, how to recognise a
 Nova that already carries the fix, and which implementation (a compute
 manager mixin class, optionally a resource tracker mixin class) to apply
-for each release family whose code it knows.
+for each series whose code it was verified on.
 """
 
-from nova_revert_lock import fingerprints
+from nova_revert_lock.guard import decision
+from nova_revert_lock.guard import fingerprints
 from nova_revert_lock import mixins
-from nova_revert_lock import support
 
-# NOTE: the verdict and its outcomes live in support.py, which the support
+# NOTE: the verdict and its outcomes live in decision.py, which the support
 # matrix shares without importing Nova; these names are kept for callers.
-MATCH = support.MATCH
-FIXED_UPSTREAM = support.FIXED_UPSTREAM
-UNKNOWN = support.UNKNOWN
-NOT_APPLICABLE = support.NOT_APPLICABLE
-MixinCheck = support.MixinCheck
+MATCH = decision.MATCH
+FIXED_UPSTREAM = decision.FIXED_UPSTREAM
+UNKNOWN = decision.UNKNOWN
+NOT_APPLICABLE = decision.NOT_APPLICABLE
+MixinCheck = decision.MixinCheck
 
 _DECLARED = object()
 
 
 class Implementation(object):
-    """The classes one mixin contributes for one release family.
+    """The classes one mixin contributes for one series.
 
     :ivar manager: mixin class placed before Nova's ``ComputeManager``
     :ivar tracker: mixin class placed before Nova's ``ResourceTracker`` in
@@ -104,7 +104,7 @@ class MixinSpec(object):
             fingerprints.resolve(self.applies_from[0])
         except (ImportError, AttributeError, KeyError):
             return MixinCheck(self.name, NOT_APPLICABLE, [],
-                              note=support.not_applicable_note(
+                              note=decision.not_applicable_note(
                                   self.name, self.applies_from))
         return None
 
@@ -112,23 +112,23 @@ class MixinSpec(object):
         """Check the live Nova; return a :class:`MixinCheck`.
 
         :param table: a ``FINGERPRINTS`` mapping (default: the generated
-            table); see :func:`~nova_revert_lock.support.decide`
+            table); see :func:`~nova_revert_lock.decision.decide`
         """
         absent = self._not_applicable()
         if absent is not None:
             return absent
         functions = [fingerprints.check(ref, table)
-                     for ref in support.refs_of(self.name)]
+                     for ref in decision.refs_of(self.name)]
         try:
             fixed = self.fixed_upstream()
         except (ImportError, AttributeError, KeyError):
             fixed = False
-        verified = support.verified_releases(
+        verified = decision.verified_releases(
             self.name, self.implementations, table)
-        return support.decide(self.name, functions, fixed, verified, table)
+        return decision.decide(self.name, functions, fixed, verified, table)
 
-    def implementation(self, family):
-        return self.implementations[family]
+    def implementation(self, series):
+        return self.implementations[series]
 
 
 def calls(ref, name):

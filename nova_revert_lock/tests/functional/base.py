@@ -75,7 +75,7 @@ def api_paste_config():
 
 def nova_is_affected():
     """True if the installed Nova lacks the fix (so a canary must fail)."""
-    report = activation.evaluate()
+    report = activation.build()
     return report.state == activation.PATCHED
 
 
@@ -119,7 +119,7 @@ class ExtensionFixtureMixin(object):
             self.addCleanup(CONF.clear_override, 'mixins',
                             group='revert_lock')
         if self.extension and activation_disabled():
-            self.activation_report = activation.evaluate()
+            self.activation_report = activation.build()
         elif self.extension:
             self.activation_report = activation.activate()
             self.addCleanup(activation.deactivate)

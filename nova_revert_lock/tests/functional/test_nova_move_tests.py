@@ -38,7 +38,7 @@ import unittest
 import testtools
 
 from nova_revert_lock import activation
-from nova_revert_lock import releases
+from nova_revert_lock.guard import releases
 from nova_revert_lock.tests.functional import base
 
 try:

@@ -28,7 +28,7 @@ import testtools
 from nova.tests.functional import test_servers
 
 from nova_revert_lock import activation
-from nova_revert_lock import releases
+from nova_revert_lock.guard import releases
 from nova_revert_lock.tests.functional import base
 
 #: tests of ServerMovingTests that go through resize/migrate/confirm/revert

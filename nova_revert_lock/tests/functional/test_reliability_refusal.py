@@ -51,7 +51,7 @@ _PROBE = textwrap.dedent('''
 
     from nova_revert_lock import activation
     from nova_revert_lock.cmd import compute as wrapper
-    from nova_revert_lock import fingerprint_table
+    from nova_revert_lock.guard import fingerprint_table
     from nova_revert_lock.mixins import confirm
     from nova_revert_lock.mixins import revert
 
@@ -117,7 +117,7 @@ class WrapperRefusalTest(base.BaseTestCase):
 
     def setUp(self):
         super(WrapperRefusalTest, self).setUp()
-        self.installed = activation.evaluate().state
+        self.installed = activation.build().state
 
     def _run(self, pretend, config_text):
         path = self.create_tempfiles([('nova', config_text)],

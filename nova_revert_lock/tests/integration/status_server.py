@@ -76,7 +76,7 @@ class StubComputeManager(object):
 def manager_class(mode):
     if mode == 'plain':
         return StubComputeManager
-    report = activation.evaluate(cfg.ConfigOpts())
+    report = activation.build(cfg.ConfigOpts())
     report.activated_at = timeutils.utcnow().isoformat() + 'Z'
     return type('RevertLockComputeManager',
                 (endpoint.StatusEndpointMixin, StubComputeManager),

@@ -183,7 +183,7 @@ class StatusOverRabbitMQTest(testtools.TestCase):
             raise
         cls.tmp = tempfile.mkdtemp(prefix='nrl-status-')
         cls.conf = _write_conf(cls.tmp, 'nova.conf', cls.node.url)
-        cls.expected = activation.evaluate(cfg.ConfigOpts())
+        cls.expected = activation.build(cfg.ConfigOpts())
 
     @classmethod
     def tearDownClass(cls):

@@ -27,9 +27,11 @@ from oslo_config import fixture as config_fixture
 from oslotest import base
 
 from nova_revert_lock import activation
+from nova_revert_lock import composition
 from nova_revert_lock import conf as nrl_conf
 from nova_revert_lock import exception
-from nova_revert_lock import fingerprint_table
+from nova_revert_lock.guard import assess
+from nova_revert_lock.guard import fingerprint_table
 from nova_revert_lock import locking
 from nova_revert_lock import mixins
 
@@ -45,14 +47,14 @@ class ActivationTestCase(base.BaseTestCase):
         from nova import service
         self.service = service
         self.original = dict(service.SERVICE_MANAGERS)
-        self.expected = activation.evaluate(self.conf)
+        self.expected = activation.build(self.conf)
 
     def _managers_unchanged(self):
         self.assertEqual(self.original, self.service.SERVICE_MANAGERS)
 
     def test_shipped_mixins_are_the_entry_points(self):
         self.assertEqual(sorted(nrl_conf.SHIPPED_MIXINS),
-                         activation.available_mixins())
+                         assess.available_mixins())
         self.assertEqual(sorted(nrl_conf.SHIPPED_MIXINS),
                          sorted(mixins.REFS))
 
@@ -203,7 +205,7 @@ class WrappedFunctionTestCase(base.BaseTestCase):
         self.conf = self.useFixture(config_fixture.Config(
             cfg.ConfigOpts())).conf
         nrl_conf.register_opts(self.conf)
-        self.installed = activation.evaluate(self.conf).state
+        self.installed = activation.build(self.conf).state
 
     def _wrap(self, cls, name):
         original = cls.__dict__[name]
@@ -218,7 +220,7 @@ class WrappedFunctionTestCase(base.BaseTestCase):
         from nova.compute import resource_tracker
         self._wrap(resource_tracker.ResourceTracker,
                    '_pair_instances_to_migrations')
-        report = activation.evaluate(self.conf)
+        report = activation.build(self.conf)
         self.assertEqual(self.installed, report.state)
         self.assertNotIn('source_window', report.mixins)
         self.assertEqual(['source_window'], report.not_applied)
@@ -233,7 +235,7 @@ class WrappedFunctionTestCase(base.BaseTestCase):
             self.skipTest('installed Nova is not an affected release')
         from nova.compute import manager
         self._wrap(manager.ComputeManager, 'revert_resize')
-        report = activation.evaluate(self.conf)
+        report = activation.build(self.conf)
         self.assertEqual(activation.REFUSED, report.state)
         self.assertIsNone(report.manager)
         text = '\n'.join(report.problems)
@@ -257,10 +259,10 @@ class ForeignTrackerTestCase(base.BaseTestCase):
         conf = self.useFixture(config_fixture.Config(
             cfg.ConfigOpts())).conf
         nrl_conf.register_opts(conf)
-        report = activation.evaluate(conf)
+        report = activation.build(conf)
         if report.manager is None:
             self.skipTest('nothing is composed on this Nova')
-        specs, _failures = activation._load_specs(report.mixins)
+        specs, _failures = assess.load_specs(report.mixins)
         checks = {c.name: c for c in report.checks}
         self.applied = [(s, checks[s.name]) for s in specs]
         self.lock = locking.tracker_lock(mixins.LOCK_REFS)
@@ -276,7 +278,7 @@ class ForeignTrackerTestCase(base.BaseTestCase):
                 # swap does not depend on them.
                 self.rt = tracker_cls.__new__(tracker_cls)
 
-        return activation.compose(VendorManager, self.applied, self.lock)
+        return composition.compose(VendorManager, self.applied, self.lock)
 
     def test_stock_tracker(self):
         manager_cls = self._manager(self.stock)

@@ -26,7 +26,8 @@ from oslotest import base as test_base
 from nova_revert_lock import activation
 from nova_revert_lock.cmd import manage
 from nova_revert_lock import conf as nrl_conf
-from nova_revert_lock import fingerprint_table
+from nova_revert_lock.guard import assess
+from nova_revert_lock.guard import fingerprint_table
 from nova_revert_lock.mixins import base
 from nova_revert_lock.mixins import confirm
 from nova_revert_lock.mixins import source_window
@@ -54,7 +55,7 @@ class BeyondUpstreamActivationTest(test_base.BaseTestCase):
                             ('on_unknown_code', on_unknown_code)):
             if value is not None:
                 conf.set_override(name, value, group='revert_lock')
-        return activation.evaluate(conf)
+        return activation.build(conf)
 
     def _forget_pairing_fingerprints(self):
         """Make source_window's code unknown to the guard."""
@@ -67,7 +68,7 @@ class BeyondUpstreamActivationTest(test_base.BaseTestCase):
 
     def test_shipped_by_default(self):
         self.assertIn('source_window', nrl_conf.SHIPPED_MIXINS)
-        self.assertIn('source_window', activation.available_mixins())
+        self.assertIn('source_window', assess.available_mixins())
 
     def test_default_mixins(self):
         report = self._evaluate()
@@ -83,7 +84,7 @@ class BeyondUpstreamActivationTest(test_base.BaseTestCase):
         if nova_has_upstream_fix():
             self.assertEqual(activation.ALREADY_FIXED, report.state)
             self.assertEqual(['source_window'], report.mixins)
-            self.assertEqual(_fixed_here(report), report.standing_aside)
+            self.assertEqual(_fixed_here(report), report.fixed_upstream)
             # Upstream's tracker has its own _drop_move_claim, which its
             # drop_move_claim calls: the composed tracker keeps it.
             self.assertNotIn('_drop_move_claim', tracker.__dict__)
@@ -91,7 +92,7 @@ class BeyondUpstreamActivationTest(test_base.BaseTestCase):
             self.assertEqual(activation.PATCHED, report.state)
             self.assertEqual(_fixed_here(report) + ['source_window'],
                              report.mixins)
-            self.assertEqual([], report.standing_aside)
+            self.assertEqual([], report.fixed_upstream)
             self.assertIn('_drop_move_claim', tracker.__dict__)
 
     def test_core_mixins_only(self):
@@ -99,7 +100,7 @@ class BeyondUpstreamActivationTest(test_base.BaseTestCase):
         if nova_has_upstream_fix():
             self.assertEqual(activation.ALREADY_FIXED, report.state)
             self.assertEqual([], report.mixins)
-            self.assertEqual(CORE, report.standing_aside)
+            self.assertEqual(CORE, report.fixed_upstream)
             self.assertIsNone(report.manager)
         else:
             # The cross-cell fixes are missing where Nova has cross-cell
@@ -235,7 +236,7 @@ class BeyondUpstreamActivationTest(test_base.BaseTestCase):
         report = self._evaluate()
         data = report.to_dict()
         self.assertEqual(report.mixins, data['mixins'])
-        self.assertEqual(report.standing_aside, data['standing_aside'])
+        self.assertEqual(report.fixed_upstream, data['fixed_upstream'])
         self.assertEqual([], data['not_applied'])
         self.assertEqual([], data['warnings'])
         table = manage.format_check_table(report)

@@ -19,7 +19,7 @@ from oslotest import base
 from nova_revert_lock import activation
 from nova_revert_lock.cmd import compute as cmd_compute
 from nova_revert_lock.cmd import manage
-from nova_revert_lock import fingerprint_table
+from nova_revert_lock.guard import fingerprint_table
 from nova_revert_lock import startup
 
 
@@ -32,7 +32,7 @@ class _CommandTestCase(base.BaseTestCase):
         self.stderr = self.useFixture(fixtures.StringStream('stderr')).stream
         self.useFixture(fixtures.MonkeyPatch('sys.stdout', self.stdout))
         self.useFixture(fixtures.MonkeyPatch('sys.stderr', self.stderr))
-        self.expected = activation.evaluate(self._conf_with())
+        self.expected = activation.build(self._conf_with())
 
     def _conf_with(self, text=''):
         self.config = self.create_tempfiles([('nova', text)])[0]

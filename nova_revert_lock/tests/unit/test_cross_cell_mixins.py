@@ -18,7 +18,7 @@ from unittest import mock
 
 import testtools
 
-from nova_revert_lock import activation
+from nova_revert_lock import composition
 from nova_revert_lock import conf as nrl_conf
 from nova_revert_lock import locking
 from nova_revert_lock import mixins
@@ -89,9 +89,9 @@ class ComposeTest(testtools.TestCase):
         specs = [confirm.SPEC, revert.SPEC, cross_cell_confirm.SPEC,
                  cross_cell_revert.SPEC]
         applied = [(s, base.MixinCheck(s.name, base.MATCH, [],
-                                       family='ussuri')) for s in specs]
-        manager = activation.compose(nova_manager.ComputeManager, applied,
-                                     lock)
+                                       series='ussuri')) for s in specs]
+        manager = composition.compose(nova_manager.ComputeManager,
+                                      applied, lock)
         tracker = manager._nrl_tracker_class
         self.assertEqual(
             (confirm.SourceClaimDropTracker, revert.DestClaimDropTracker,

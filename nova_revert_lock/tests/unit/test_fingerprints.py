@@ -18,9 +18,9 @@ from unittest import mock
 import fixtures
 import testtools
 
-from nova_revert_lock import fingerprint_table
-from nova_revert_lock import fingerprints
-from nova_revert_lock import releases
+from nova_revert_lock.guard import fingerprint_table
+from nova_revert_lock.guard import fingerprints
+from nova_revert_lock.guard import releases
 
 
 SOURCE = '''
@@ -74,7 +74,7 @@ class NormalizeTestCase(testtools.TestCase):
 class LiveFingerprintTestCase(testtools.TestCase):
 
     def test_live_function_matches_its_source_text(self):
-        ref = 'nova_revert_lock.fingerprints:FunctionCheck.describe'
+        ref = 'nova_revert_lock.guard.fingerprints:FunctionCheck.describe'
         import inspect
         text = inspect.getsource(fingerprints.FunctionCheck.describe)
         self.assertEqual(fingerprints.fingerprint(text),
@@ -89,20 +89,20 @@ class LiveFingerprintTestCase(testtools.TestCase):
             module_source, ['FunctionCheck.describe', 'FunctionCheck.nope'])
         self.assertEqual(
             {'FunctionCheck.describe': fingerprints.live_fingerprint(
-                'nova_revert_lock.fingerprints:FunctionCheck.describe')},
+                'nova_revert_lock.guard.fingerprints:FunctionCheck.describe')},
             found)
 
     def test_check_unknown_and_missing(self):
-        ref = 'nova_revert_lock.fingerprints:FunctionCheck.describe'
+        ref = 'nova_revert_lock.guard.fingerprints:FunctionCheck.describe'
         result = fingerprints.check(ref, table={})
         self.assertFalse(result.known)
         self.assertIn('unknown code', result.describe())
         missing = fingerprints.check(
-            'nova_revert_lock.fingerprints:NoSuchClass.method', table={})
+            'nova_revert_lock.guard.fingerprints:NoSuchClass.method', table={})
         self.assertIn('not found', missing.describe())
 
     def test_check_known(self):
-        ref = 'nova_revert_lock.fingerprints:FunctionCheck.describe'
+        ref = 'nova_revert_lock.guard.fingerprints:FunctionCheck.describe'
         digest = fingerprints.live_fingerprint(ref)
         result = fingerprints.check(ref, table={ref: {digest: ('21.1.0',)}})
         self.assertTrue(result.known)
@@ -112,7 +112,7 @@ class LiveFingerprintTestCase(testtools.TestCase):
         from unittest import mock
         with mock.patch.object(fingerprints.FunctionCheck, 'describe'):
             result = fingerprints.check(
-                'nova_revert_lock.fingerprints:FunctionCheck.describe',
+                'nova_revert_lock.guard.fingerprints:FunctionCheck.describe',
                 table={})
         self.assertIsNotNone(result.error)
 
@@ -315,7 +315,7 @@ class QuickSourceTestCase(testtools.TestCase):
                     fingerprints.quick_source(func)), table[ref])
 
     def test_once_per_process(self):
-        ref = 'nova_revert_lock.fingerprints:FunctionCheck.describe'
+        ref = 'nova_revert_lock.guard.fingerprints:FunctionCheck.describe'
         with mock.patch.object(fingerprints, 'fingerprint',
                                wraps=fingerprints.fingerprint) as tokenized:
             first = fingerprints.live_fingerprint(ref)

@@ -24,11 +24,11 @@ get wrong: which kind of ``compute_resources`` lock the tracker takes.
 import testtools
 
 from nova_revert_lock import activation
-from nova_revert_lock import fingerprint_table
-from nova_revert_lock import fingerprints
+from nova_revert_lock.guard import fingerprint_table
+from nova_revert_lock.guard import fingerprints
+from nova_revert_lock.guard import releases
 from nova_revert_lock import locking
 from nova_revert_lock import mixins
-from nova_revert_lock import releases
 
 #: first Nova major version whose tracker takes the lock with fair=True
 FIRST_FAIR_MAJOR = 21
@@ -79,7 +79,7 @@ class InstalledLockTest(testtools.TestCase):
 
     def test_composed_tracker_takes_the_installed_lock(self):
         _installed_nova()
-        report = activation.evaluate()
+        report = activation.build()
         if report.state != activation.PATCHED:
             self.skipTest('activation is %s here' % report.state)
         lock = locking.tracker_lock(mixins.LOCK_REFS)

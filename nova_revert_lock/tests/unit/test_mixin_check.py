@@ -21,7 +21,7 @@ finish_revert_resize still 21.1.0's).
 
 import testtools
 
-from nova_revert_lock import fingerprints
+from nova_revert_lock.guard import fingerprints
 from nova_revert_lock.mixins import base
 
 USSURI = ('21.0.0', '21.1.0', '21.1.1', '21.1.2')
@@ -32,11 +32,11 @@ class MixedReleasesTest(testtools.TestCase):
 
     NAME = 'source_window'
 
-    def _spec(self, families=('train', 'ussuri')):
+    def _spec(self, series=('train', 'ussuri')):
         impl = base.Implementation(manager=object)
         return base.MixinSpec(
             name=self.NAME, summary='test',
-            implementations=dict((f, impl) for f in families),
+            implementations=dict((f, impl) for f in series),
             fixed_upstream=lambda: False)
 
     def _table(self, **releases_by_name):
@@ -55,7 +55,7 @@ class MixedReleasesTest(testtools.TestCase):
     def test_one_release(self):
         check = self._spec().check(self._table())
         self.assertEqual(base.MATCH, check.outcome)
-        self.assertEqual('ussuri', check.family)
+        self.assertEqual('ussuri', check.series)
         self.assertEqual(frozenset(USSURI), check.releases)
         self.assertIsNone(check.note)
 
@@ -65,7 +65,7 @@ class MixedReleasesTest(testtools.TestCase):
                             finish_revert_resize=('21.0.0', '21.1.0'))
         check = self._spec().check(table)
         self.assertEqual(base.MATCH, check.outcome, check.problems)
-        self.assertEqual('ussuri', check.family)
+        self.assertEqual('ussuri', check.series)
         self.assertEqual(frozenset(), check.releases)
         self.assertIn('no single release has all of this code', check.note)
         self.assertIn('the ussuri implementation', check.note)
@@ -75,7 +75,7 @@ class MixedReleasesTest(testtools.TestCase):
                             finish_revert_resize=('21.0.0',))
         check = self._spec().check(table)
         self.assertEqual(base.MATCH, check.outcome, check.problems)
-        self.assertEqual('ussuri', check.family)
+        self.assertEqual('ussuri', check.series)
 
     def test_releases_of_two_series(self):
         table = self._table(revert_resize=('20.6.1',))
@@ -87,7 +87,7 @@ class MixedReleasesTest(testtools.TestCase):
     def test_series_without_implementation(self):
         table = self._table(revert_resize=('21.1.1', '21.1.2'),
                             finish_revert_resize=('21.0.0', '21.1.0'))
-        check = self._spec(families=('train',)).check(table)
+        check = self._spec(series=('train',)).check(table)
         self.assertEqual(base.UNKNOWN, check.outcome)
 
     def test_unknown_function(self):

@@ -28,7 +28,7 @@ from oslotest import base
 from nova_revert_lock import activation
 from nova_revert_lock import conf as nrl_conf
 from nova_revert_lock import exception
-from nova_revert_lock import fingerprint_table
+from nova_revert_lock.guard import fingerprint_table
 
 
 def _nova_state():
@@ -70,7 +70,7 @@ class ActivationCycleTest(base.BaseTestCase):
         nrl_conf.register_opts(self.conf)
         self.addCleanup(activation.deactivate)
         activation.deactivate()
-        self.installed = activation.evaluate(self.conf).state
+        self.installed = activation.build(self.conf).state
         self.shipped = _nova_state()
         self.alive = _composed_alive()
 

@@ -23,7 +23,7 @@ from unittest import mock
 import fixtures
 from oslotest import base
 
-from nova_revert_lock import releases
+from nova_revert_lock.guard import releases
 from nova_revert_lock import startup
 
 LICENSE = '# a comment\n'

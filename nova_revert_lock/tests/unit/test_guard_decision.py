@@ -23,11 +23,12 @@ import os
 import stevedore
 import testtools
 
-from nova_revert_lock import fingerprint_table
-from nova_revert_lock import fingerprints
+from nova_revert_lock.guard import decision
+from nova_revert_lock.guard import fingerprint_table
+from nova_revert_lock.guard import fingerprints
+from nova_revert_lock.guard import matrix
+from nova_revert_lock.guard import releases
 from nova_revert_lock import mixins
-from nova_revert_lock import releases
-from nova_revert_lock import support
 
 _CM = 'nova.compute.manager:ComputeManager.'
 REF_A = _CM + 'revert_resize'
@@ -53,23 +54,23 @@ class DecideTest(testtools.TestCase):
 
     def _decide(self, code, verified):
         functions = _checks(self.TABLE, code)
-        verified = dict((s, support.expand(v, support.by_release(
+        verified = dict((s, decision.expand(v, decision.by_release(
             self.TABLE))) for s, v in verified.items())
-        return support.decide('source_window', functions, False, verified,
-                              self.TABLE)
+        return decision.decide('source_window', functions, False,
+                               verified, self.TABLE)
 
     def test_verified_release(self):
         check = self._decide({REF_A: 'a1', REF_B: 'b1'},
                              {'ussuri': ('21.0.0-21.1.0',)})
-        self.assertEqual(support.MATCH, check.outcome)
-        self.assertEqual('ussuri', check.family)
+        self.assertEqual(decision.MATCH, check.outcome)
+        self.assertEqual('ussuri', check.series)
         self.assertEqual({'21.0.0', '21.1.0'}, check.releases)
 
     def test_known_but_not_verified_is_unknown(self):
         # 22.0.0 is surveyed, so its code is known; nothing verified it.
         check = self._decide({REF_A: 'a2', REF_B: 'b2'},
                              {'ussuri': ('21.0.0-21.1.0',)})
-        self.assertEqual(support.UNKNOWN, check.outcome)
+        self.assertEqual(decision.UNKNOWN, check.outcome)
         self.assertIn('no implementation was verified on it',
                       check.problems[0])
         self.assertIn('Nova 22.0.0', check.problems[0])
@@ -80,21 +81,21 @@ class DecideTest(testtools.TestCase):
         # A build mixing 21.1.1's revert_resize with code both share.
         check = self._decide({REF_A: 'a2', REF_B: 'b1'},
                              {'ussuri': ('21.0.0-21.1.1',)})
-        self.assertEqual(support.MATCH, check.outcome)
+        self.assertEqual(decision.MATCH, check.outcome)
         self.assertEqual({'21.1.1'}, check.releases)
         check = self._decide({REF_A: 'a2', REF_B: 'b1'},
                              {'ussuri': ('21.0.0-21.1.0',)})
-        self.assertEqual(support.UNKNOWN, check.outcome)
+        self.assertEqual(decision.UNKNOWN, check.outcome)
 
     def test_newest_verified_series_applies(self):
         check = self._decide({REF_A: 'a2', REF_B: 'b1'},
                              {'ussuri': ('21.1.1',), '2025.1': ('21.1.1',)})
-        self.assertEqual('2025.1', check.family)
+        self.assertEqual('2025.1', check.series)
 
     def test_unknown_code_names_the_nearest_release(self):
         check = self._decide({REF_A: 'zz', REF_B: 'b2'},
                              {'ussuri': ('21.0.0-21.1.0',)})
-        self.assertEqual(support.UNKNOWN, check.outcome)
+        self.assertEqual(decision.UNKNOWN, check.outcome)
         self.assertEqual(('22.0.0', [REF_A]), check.nearest)
         self.assertIn('nearest known release: Nova 22.0.0 (differs in '
                       'ComputeManager.revert_resize)', check.note)
@@ -102,8 +103,8 @@ class DecideTest(testtools.TestCase):
 
     def test_fixed_upstream_needs_no_known_code(self):
         functions = _checks(self.TABLE, {REF_A: 'zz'})
-        check = support.decide('confirm', functions, True, {}, self.TABLE)
-        self.assertEqual(support.FIXED_UPSTREAM, check.outcome)
+        check = decision.decide('confirm', functions, True, {}, self.TABLE)
+        self.assertEqual(decision.FIXED_UPSTREAM, check.outcome)
 
 
 class LabelsTest(testtools.TestCase):
@@ -125,9 +126,9 @@ class LabelsTest(testtools.TestCase):
         labels = ['20.5.0', '20.6.1', '20.6.1+patches', 'train-eol',
                   '21.0.0']
         self.assertEqual({'20.5.0', '20.6.1'},
-                         support.expand(['20.0.0-20.6.1'], labels))
-        self.assertEqual({'train-eol'}, support.expand(['train-eol'],
-                                                       labels))
+                         decision.expand(['20.0.0-20.6.1'], labels))
+        self.assertEqual({'train-eol'},
+                         decision.expand(['train-eol'], labels))
 
 
 class TableTest(testtools.TestCase):
@@ -138,26 +139,26 @@ class TableTest(testtools.TestCase):
         self.assertEqual(labels, set(fingerprint_table.SOURCES))
 
     def test_verified_releases_were_surveyed(self):
-        labels = set(support.by_release())
+        labels = set(decision.by_release())
         for name, by_series in mixins.VERIFIED.items():
             for series, specs in by_series.items():
-                found = support.expand(specs, labels)
+                found = decision.expand(specs, labels)
                 self.assertTrue(found, '%s %s' % (name, series))
                 self.assertLessEqual(found, labels)
 
     def test_matrix_covers_every_label(self):
-        matrix = support.matrix()
+        found = matrix.matrix()
         self.assertEqual(
             set(fingerprint_table.SURVEYED_RELEASES) |
-            set(fingerprint_table.SURVEYED_PATCHES), set(matrix))
-        for row in matrix.values():
+            set(fingerprint_table.SURVEYED_PATCHES), set(found))
+        for row in found.values():
             self.assertEqual(list(mixins.REFS), list(row))
 
     def test_generated_page_is_current(self):
         with open(DOC) as f:
             committed = f.read()
         self.assertEqual(
-            support.format_rst(), committed,
+            matrix.format_rst(), committed,
             'doc/source/reference/support-matrix.rst is stale: run '
             '`nova-revert-lock support-matrix --format rst > '
             'doc/source/reference/support-matrix.rst`')
@@ -169,7 +170,7 @@ class InstalledReleaseTest(testtools.TestCase):
     def test_live_check_agrees_with_the_matrix(self):
         version = releases.installed_nova_version()
         label = os.environ.get('NRL_SURVEYED_AS', version)
-        if label not in support.by_release():
+        if label not in decision.by_release():
             self.skipTest('Nova %s was not surveyed' % version)
         specs = stevedore.ExtensionManager(mixins.NAMESPACE)
         self.assertEqual(set(mixins.REFS), set(specs.names()))
@@ -179,10 +180,10 @@ class InstalledReleaseTest(testtools.TestCase):
             self.assertEqual(set(mixins.VERIFIED[spec.name]),
                              set(spec.implementations), spec.name)
             live = spec.check()
-            listed = support.check_release(spec.name, label)
-            if (live.outcome, live.family) != (listed.outcome,
-                                               listed.family):
+            listed = decision.check_release(spec.name, label)
+            if (live.outcome, live.series) != (listed.outcome,
+                                               listed.series):
                 wrong.append('%s: live %s (%s), matrix %s (%s)' % (
-                    spec.name, live.outcome, live.family, listed.outcome,
-                    listed.family))
+                    spec.name, live.outcome, live.series, listed.outcome,
+                    listed.series))
         self.assertEqual([], wrong)

@@ -25,7 +25,7 @@ The same normalization runs on two inputs:
   replaces or relies on anything;
 * the source files of released Nova wheels (:func:`fingerprints_in_source`),
   which is what ``tools/survey_fingerprints.py`` uses to build
-  :mod:`nova_revert_lock.fingerprint_table`.
+  :mod:`nova_revert_lock.guard.fingerprint_table`.
 
 Both only use :mod:`tokenize`, so the result does not depend on the Python
 version that computes it (Train runs on 3.6, current Nova on 3.11).
@@ -49,8 +49,8 @@ import os
 import textwrap
 import tokenize
 
-from nova_revert_lock import fingerprint_table
-from nova_revert_lock import releases as nova_releases
+from nova_revert_lock.guard import fingerprint_table
+from nova_revert_lock.guard import releases as nova_releases
 
 _SKIPPED_TOKENS = frozenset(
     getattr(tokenize, name) for name in (

@@ -15,7 +15,7 @@
 One decision (:func:`decide`) serves both the live check that runs in
 ``nova-compute`` (``MixinSpec.check``) and the support matrix, which asks
 the same question of every release the fingerprint table surveyed
-(:func:`check_release`, :func:`matrix`). Neither imports Nova: what a
+(:func:`check_release`; :mod:`.matrix`). Neither imports Nova: what a
 mixin replaces, relies on, and how its upstream fix is recognised is
 declared in :mod:`nova_revert_lock.mixins`; the table says which code
 each release ships.
@@ -23,9 +23,9 @@ each release ships.
 
 import collections
 
-from nova_revert_lock import fingerprints
+from nova_revert_lock.guard import fingerprints
+from nova_revert_lock.guard import releases
 from nova_revert_lock import mixins
-from nova_revert_lock import releases
 
 #: outcome of a mixin check
 MATCH = 'match'
@@ -42,7 +42,7 @@ class MixinCheck(object):
 
     :ivar name: the mixin name
     :ivar outcome: one of :data:`OUTCOMES`
-    :ivar family: the series whose implementation applies (on MATCH)
+    :ivar series: the series whose implementation applies (on MATCH)
     :ivar releases: releases whose code matches every function checked
         (empty on a MATCH decided by series: see :func:`decide`)
     :ivar functions: list of :class:`~.fingerprints.FunctionCheck`
@@ -52,13 +52,13 @@ class MixinCheck(object):
         surveyed release whose code differs least, or None
     """
 
-    def __init__(self, name, outcome, functions, family=None,
+    def __init__(self, name, outcome, functions, series=None,
                  releases=frozenset(), problems=(), note=None,
                  nearest=None):
         self.name = name
         self.outcome = outcome
         self.functions = functions
-        self.family = family
+        self.series = series
         self.releases = frozenset(releases)
         self.problems = list(problems)
         self.note = note
@@ -68,7 +68,7 @@ class MixinCheck(object):
         return {
             'name': self.name,
             'outcome': self.outcome,
-            'family': self.family,
+            'series': self.series,
             'releases': fingerprints.sorted_releases(self.releases),
             'functions': [f.to_dict() for f in self.functions],
             'problems': self.problems,
@@ -79,8 +79,9 @@ class MixinCheck(object):
         }
 
 
-def _table():
-    from nova_revert_lock import fingerprint_table
+def load_table():
+    """The generated fingerprint table module."""
+    from nova_revert_lock.guard import fingerprint_table
     return fingerprint_table
 
 
@@ -107,7 +108,7 @@ def by_release(table=None):
 
     :param table: a ``FINGERPRINTS`` mapping (default: the generated one)
     """
-    table = _table().FINGERPRINTS if table is None else table
+    table = load_table().FINGERPRINTS if table is None else table
     out = collections.defaultdict(dict)
     for ref, digests in table.items():
         for digest, labels in digests.items():
@@ -212,9 +213,9 @@ def decide(name, functions, fixed, verified, table=None):
         return MixinCheck(name, UNKNOWN, functions, problems=problems,
                           note=note, nearest=nearest)
     common = frozenset.intersection(*[f.releases for f in functions])
-    families = [series for series, labels in verified.items()
-                if all(f.releases & labels for f in functions)]
-    if not families:
+    series_found = [series for series, labels in verified.items()
+                    if all(f.releases & labels for f in functions)]
+    if not series_found:
         known_in = fingerprints.sorted_releases(common)
         return MixinCheck(name, UNKNOWN, functions, problems=[
             '%s: the code is known (%s) but no implementation was '
@@ -228,7 +229,7 @@ def decide(name, functions, fixed, verified, table=None):
                         verified.items(),
                         key=lambda item: _series_order(item[0]))) or
                 'no implementation')])
-    family = max(families, key=_series_order)
+    series = max(series_found, key=_series_order)
     note = None
     if not common:
         # NOTE: no single release has all of this code: a build that
@@ -236,8 +237,8 @@ def decide(name, functions, fixed, verified, table=None):
         # backport, this project's patch series). Each function is code
         # the implementation was verified on.
         note = ('no single release has all of this code; each function '
-                'is code the %s implementation was verified on' % family)
-    return MixinCheck(name, MATCH, functions, family=family,
+                'is code the %s implementation was verified on' % series)
+    return MixinCheck(name, MATCH, functions, series=series,
                       releases=common, note=note)
 
 
@@ -247,7 +248,7 @@ def check_release(name, label, table=None):
     What ``nova-revert-lock check`` says on that release, from the table
     alone.
     """
-    table = _table() if table is None else table
+    table = load_table() if table is None else table
     code = by_release(table.FINGERPRINTS)[label]
     if name in mixins.APPLIES_FROM:
         ref = mixins.APPLIES_FROM[name][0]
@@ -269,131 +270,3 @@ def check_release(name, label, table=None):
     verified = verified_releases(
         name, mixins.VERIFIED.get(name, {}), table.FINGERPRINTS)
     return decide(name, functions, fixed, verified, table.FINGERPRINTS)
-
-
-def matrix(table=None, names=None):
-    """{release: {mixin: MixinCheck}} for every surveyed release."""
-    table = _table() if table is None else table
-    names = list(mixins.REFS) if names is None else names
-    labels = fingerprints.sorted_releases(
-        set(table.SURVEYED_RELEASES) | set(table.SURVEYED_PATCHES))
-    return collections.OrderedDict(
-        (label, collections.OrderedDict(
-            (name, check_release(name, label, table)) for name in names))
-        for label in labels)
-
-
-#: the short form of each outcome in the printed matrix
-_SHORT = {MATCH: 'match', FIXED_UPSTREAM: 'fixed-upstream',
-          NOT_APPLICABLE: 'n/a', UNKNOWN: 'unknown'}
-
-
-def _cell(check):
-    if check.outcome == MATCH:
-        return 'match (%s)' % check.family
-    return _SHORT[check.outcome]
-
-
-def grouped(table=None):
-    """The matrix with neighbouring releases of identical rows merged.
-
-    :returns: list of ``(first, last, count, {mixin: cell})``, in release
-        order; a patched build or a branch tip always stands alone.
-    """
-    rows = []
-    for label, checks in matrix(table).items():
-        cells = collections.OrderedDict(
-            (name, _cell(check)) for name, check in checks.items())
-        alone = releases.eol_major(label) is not None or '+' in label
-        if rows and not alone and not rows[-1][4] and (
-                rows[-1][3] == cells and releases.series_of(rows[-1][0])
-                == releases.series_of(label)):
-            first, _, count, _, _ = rows[-1]
-            rows[-1] = (first, label, count + 1, cells, False)
-        else:
-            rows.append((label, label, 1, cells, alone))
-    return [(first, last, count, cells)
-            for first, last, count, cells, _ in rows]
-
-
-def _release_cell(first, last, count):
-    if count == 1:
-        return first
-    return '%s - %s (%d)' % (first, last, count)
-
-
-def format_text(table=None):
-    rows = grouped(table)
-    names = list(rows[0][3]) if rows else []
-    head = ['release', 'series'] + names
-    body = [[_release_cell(first, last, count),
-             releases.series_of(first)] + list(cells.values())
-            for first, last, count, cells in rows]
-    widths = [max(len(r[i]) for r in [head] + body)
-              for i in range(len(head))]
-    lines = ['  '.join(c.ljust(w) for c, w in zip(r, widths)).rstrip()
-             for r in [head] + body]
-    lines.insert(1, '  '.join('-' * w for w in widths))
-    return '\n'.join(lines)
-
-
-def to_dict(table=None):
-    """{release: {mixin: {outcome, family, note, problems}}}."""
-    return collections.OrderedDict(
-        (label, collections.OrderedDict(
-            (name, {'outcome': check.outcome, 'family': check.family,
-                    'note': check.note, 'problems': check.problems})
-            for name, check in checks.items()))
-        for label, checks in matrix(table).items())
-
-
-RST_HEADER = """\
-..
-   GENERATED by ``nova-revert-lock support-matrix --format rst``
-   from the fingerprint table; do not edit by hand (``tox -e
-   support-matrix -- --write`` regenerates it, a unit test compares).
-
-==============
-Support matrix
-==============
-
-What ``nova-revert-lock check`` says of each mixin on every Nova release
-and branch tip the fingerprint table surveyed (%(count)d in all, from
-%(first)s to %(last)s). Neighbouring releases with the same answers share a
-row.
-
-``match (series)``
-    the code is code that implementation was verified on (the tests ran on
-    it, or on identical code): the mixin applies.
-``fixed-upstream``
-    the code carries upstream's fix: the mixin stands aside.
-``n/a``
-    the feature the mixin fixes does not exist in that release.
-``unknown``
-    surveyed, but no implementation was verified on that code: the mixin is
-    not applied (a core mixin makes ``nova-compute-revert-lock`` refuse to
-    start; ``source_window`` is left out with a warning).
-
-``x+patches`` is release ``x`` with this project's patch series applied;
-``<series>-eol`` is the unreleased tip of a stable branch (tag in
-openstack/nova). Where each release was read from is recorded in
-``nova_revert_lock/fingerprint_table.py`` (``SOURCES``).
-
-"""
-
-
-def format_rst(table=None):
-    rows = grouped(table)
-    names = list(rows[0][3]) if rows else []
-    labels = fingerprints.sorted_releases(by_release(
-        None if table is None else table.FINGERPRINTS))
-    out = [RST_HEADER % {'count': len(labels), 'first': labels[0],
-                         'last': labels[-1]}]
-    out.append('.. list-table::\n   :header-rows: 1\n\n')
-    out.append('   * - release\n     - series\n')
-    out.extend('     - %s\n' % name for name in names)
-    for first, last, count, cells in rows:
-        out.append('   * - %s\n     - %s\n' % (
-            _release_cell(first, last, count), releases.series_of(first)))
-        out.extend('     - %s\n' % cell for cell in cells.values())
-    return ''.join(out)

@@ -1,0 +1,212 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The class composition: the manager and tracker subclasses the fix runs as.
+
+:func:`compose` builds, for the mixins the guard admitted::
+
+    RevertLockResourceTracker(<tracker mixins>..., ResourceTracker)
+    RevertLockComputeManager(<manager mixins>..., TrackerSwap,
+                             StatusEndpointMixin, <manager>)
+
+where ``<manager>`` is the class ``nova.service.SERVICE_MANAGERS`` names for
+nova-compute. Tracker mixin methods marked with
+:func:`~nova_revert_lock.locking.under_compute_resource_semaphore` get the
+installed tracker's own lock. :func:`compose_status_only` gives a manager
+that only serves the status endpoint. Nova's classes are never modified:
+everything here is a subclass.
+"""
+
+import collections
+import inspect
+
+from oslo_log import log as logging
+
+from nova_revert_lock.audit import endpoint
+from nova_revert_lock import exception
+from nova_revert_lock import locking
+from nova_revert_lock import mixins
+
+LOG = logging.getLogger(__name__)
+
+
+class TrackerSwap(object):
+    """Give the composed manager its tracker subclass.
+
+    ``ComputeManager.__init__`` builds a ``ResourceTracker``; this turns
+    that very object into an instance of a subclass of *its own class*
+    with the tracker mixins before it, which only adds methods, so nothing
+    the constructor set up is lost and the constructor's signature (which
+    varies by release) does not matter. A manager of a vendor may build a
+    tracker subclass of its own: it is composed over in the same way (once
+    per class), unless it overrides a tracker function the mixins replace
+    or rely on, in which case the manager refuses to start
+    (:class:`~nova_revert_lock.exception.ForeignTracker`) rather than
+    drop or bypass that override.
+    """
+
+    #: the tracker subclass composed over Nova's ``ResourceTracker``
+    _nrl_tracker_class = None
+    #: what :func:`compose` built it from: the tracker mixins, the
+    #: namespace, and the tracker functions a foreign class may not
+    #: override (name -> the mixins that need it)
+    _nrl_tracker_mixins = ()
+    _nrl_tracker_namespace = None
+    _nrl_tracker_guarded = None
+    #: tracker class -> composed subclass
+    _nrl_tracker_classes = None
+
+    def __init__(self, *args, **kwargs):
+        super(TrackerSwap, self).__init__(*args, **kwargs)
+        self.rt.__class__ = self._nrl_tracker_for(type(self.rt))
+
+    @classmethod
+    def _nrl_tracker_for(cls, tracker_cls):
+        """The composed subclass of ``tracker_cls``, made once per class.
+
+        :raises ForeignTracker: if ``tracker_cls`` is no ResourceTracker
+            or overrides a function the mixins replace or rely on
+        """
+        cache = cls._nrl_tracker_classes
+        composed = cache.get(tracker_cls)
+        if composed is None:
+            if tracker_cls in cache.values():
+                return tracker_cls
+            _check_tracker_class(tracker_cls, cls._nrl_tracker_guarded)
+            composed = _tracker_subclass(
+                tracker_cls, cls._nrl_tracker_mixins,
+                cls._nrl_tracker_namespace)
+            cache[tracker_cls] = composed
+        return composed
+
+
+def _tracker_subclass(tracker_cls, tracker_mixins, namespace):
+    return type('RevertLock%s' % tracker_cls.__name__,
+                tuple(tracker_mixins) + (tracker_cls,), dict(namespace))
+
+
+def _check_tracker_class(tracker_cls, guarded):
+    """Refuse a tracker class the mixins cannot be composed over.
+
+    :param guarded: dict name -> mixin names: the tracker functions the
+        composed tracker adds, replaces or relies on
+    :raises ForeignTracker: naming the class and the functions it overrides
+    """
+    from nova.compute import resource_tracker
+    stock = resource_tracker.ResourceTracker
+    name = '%s.%s' % (tracker_cls.__module__, tracker_cls.__qualname__)
+    if not issubclass(tracker_cls, stock):
+        message = ('the compute manager built a resource tracker of class '
+                   '%s, which is not a ResourceTracker: nova-revert-lock '
+                   'cannot compose over it' % name)
+    else:
+        overridden = sorted(
+            n for n in guarded
+            if getattr(tracker_cls, n, None) is not getattr(stock, n, None))
+        if not overridden:
+            return
+        message = (
+            'the compute manager built a resource tracker of class %s, '
+            'which overrides %s that nova-revert-lock (%s) replaces or '
+            'relies on; composing over it would drop or bypass those '
+            'overrides, so nova-compute is not started. Set '
+            '[revert_lock] enabled = false to run it without '
+            'nova-revert-lock.' % (
+                name, ', '.join('ResourceTracker.%s' % n
+                                for n in overridden),
+                ', '.join(sorted({m for n in overridden
+                                  for m in guarded[n]}))))
+    LOG.error('nova-revert-lock: %s', message)
+    raise exception.ForeignTracker(message)
+
+
+def compose(manager_cls, applied, lock):
+    """Build the tracker subclass and the manager class.
+
+    :param manager_cls: the compute manager class to extend
+    :param applied: list of (MixinSpec, MixinCheck) that matched
+    :param lock: the :class:`~.locking.LockSpec` of the installed tracker
+    :returns: the composed manager class
+    """
+    from nova.compute import resource_tracker
+
+    impls = [spec.implementation(check.series) for spec, check in applied]
+    # NOTE: mixins for different callers of the same locked tracker method
+    # (same-cell and cross-cell confirm both need drop_move_claim_at_source)
+    # share its tracker class; a class may appear only once in the bases.
+    tracker_mixins = []
+    for impl in impls:
+        if impl.tracker and impl.tracker not in tracker_mixins:
+            tracker_mixins.append(impl.tracker)
+    tracker_mixins = tuple(tracker_mixins)
+    namespace = {'__module__': __name__}
+    if not hasattr(resource_tracker.ResourceTracker, '_drop_move_claim'):
+        # NOTE: the body of the installed drop_move_claim without its lock
+        # (the guard checked it is the code we know, and that it takes no
+        # lock itself). The lock is not reentrant, so code already holding
+        # it must call this, as upstream's fix calls _drop_move_claim. A
+        # Nova with upstream's fix has its own, which its drop_move_claim
+        # calls: replacing that one with this body would recurse.
+        namespace['_drop_move_claim'] = inspect.unwrap(
+            resource_tracker.ResourceTracker.__dict__['drop_move_claim'])
+    for mixin in tracker_mixins:
+        namespace.update(locking.apply_lock(
+            ((name, getattr(mixin, name)) for name in dir(mixin)), lock))
+    stock = resource_tracker.ResourceTracker
+    tracker_cls = _tracker_subclass(stock, tracker_mixins, namespace)
+    manager_mixins = tuple(i.manager for i in impls)
+    return type('RevertLockComputeManager',
+                manager_mixins + (TrackerSwap, endpoint.StatusEndpointMixin,
+                                  manager_cls),
+                {'__module__': __name__,
+                 '_nrl_tracker_class': tracker_cls,
+                 '_nrl_tracker_mixins': tracker_mixins,
+                 '_nrl_tracker_namespace': namespace,
+                 '_nrl_tracker_guarded': _guarded_tracker_functions(
+                     applied, namespace),
+                 '_nrl_tracker_classes': {stock: tracker_cls}})
+
+
+def _guarded_tracker_functions(applied, namespace):
+    """Tracker functions a foreign tracker class must not override.
+
+    Those the applied mixins replace or rely on, those whose lock is read
+    (:data:`~nova_revert_lock.mixins.LOCK_REFS`), and those the composed
+    tracker defines itself.
+
+    :returns: dict function name -> sorted names of the mixins needing it
+    """
+    prefix = 'nova.compute.resource_tracker:ResourceTracker.'
+    guarded = collections.defaultdict(set)
+    names = [s.name for s, _c in applied]
+    for ref in mixins.LOCK_REFS:
+        guarded[ref[len(prefix):]].update(names)
+    for spec, check in applied:
+        for ref in spec.refs.replaces + spec.refs.relies_on:
+            if ref.startswith(prefix):
+                guarded[ref[len(prefix):]].add(spec.name)
+        impl = spec.implementation(check.series)
+        if impl.tracker is not None:
+            for attr in vars(impl.tracker):
+                if not attr.startswith('__'):
+                    guarded[attr].add(spec.name)
+    for attr in namespace:
+        if not attr.startswith('__'):
+            guarded[attr].update(names)
+    return {k: sorted(v) for k, v in guarded.items()}
+
+
+def compose_status_only(manager_cls):
+    """The manager class with the status endpoint and nothing else."""
+    return type('RevertLockComputeManager',
+                (endpoint.StatusEndpointMixin, manager_cls),
+                {'__module__': __name__})

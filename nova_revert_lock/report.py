@@ -1,0 +1,117 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The report model: what the guard found on this host, and what was done.
+
+``nova-revert-lock check`` prints it, ``nova-compute-revert-lock`` logs it
+and decides on it, and the status endpoint serves it to the fleet audit.
+"""
+
+from nova_revert_lock.guard import decision
+from nova_revert_lock.guard import releases
+
+#: the host is affected and the fixes that apply are composed
+PATCHED = 'patched'
+#: the installed Nova carries upstream's fix for bug 1879878
+ALREADY_FIXED = 'already-fixed'
+#: a fix for bug 1879878 this Nova needs is left out of [revert_lock]
+#: mixins: what is configured is composed, the host is not protected
+INCOMPLETE = 'incomplete'
+#: code the mixins do not know (or cannot compose over): nothing applied
+REFUSED = 'refused'
+#: [revert_lock] enabled = false
+DISABLED = 'disabled'
+#: the states in which a host is protected
+PROTECTED = (PATCHED, ALREADY_FIXED)
+
+
+class ActivationReport(object):
+    """What :func:`activate` found and did.
+
+    :ivar state: :data:`PATCHED`, :data:`ALREADY_FIXED`,
+        :data:`INCOMPLETE`, :data:`REFUSED` or :data:`DISABLED` (the word
+        itself, a str). Mixins whose feature this Nova lacks (cross-cell resize
+        on Train) are left out and listed in ``not_applicable``; if that
+        leaves nothing, the state is ``'refused'``. Only ``patched`` and
+        ``already-fixed`` mean the host is protected.
+    :ivar nova_version: installed Nova release string, or None
+    :ivar series: its series (``'ussuri'``), or ``'unknown'``
+    :ivar mixins: names of the mixins applied: on ``patched``, the fixes
+        for bug 1879878 and anything beyond; on ``already-fixed``, only
+        the mixins that go beyond upstream (``['source_window']``), if any
+    :ivar problems: list of human-readable strings (why refused)
+    :ivar warnings: list of human-readable strings: why a mixin that goes
+        beyond upstream was left out (on any Nova)
+    :ivar missing: names of the bug 1879878 mixins that match this Nova's
+        affected code but are not in ``[revert_lock] mixins`` (state
+        ``incomplete``)
+    :ivar checks: list of :class:`~.guard.decision.MixinCheck`, one per
+        mixin named
+    :ivar lock: how the installed tracker takes its lock, or None
+    :ivar manager: the composed manager class, or None
+    :ivar activated_at: when :func:`activate` registered ``manager``
+        (ISO 8601, UTC), or None
+    """
+
+    def __init__(self, state, nova_version=None, mixins=(), problems=(),
+                 checks=(), lock=None, manager=None, warnings=(),
+                 missing=()):
+        self.state = state
+        self.nova_version = nova_version
+        self.series = releases.series_of(nova_version or '')
+        self.mixins = list(mixins)
+        self.problems = list(problems)
+        self.warnings = list(warnings)
+        self.missing = list(missing)
+        self.checks = list(checks)
+        self.lock = lock
+        self.manager = manager
+        self.activated_at = None
+
+    @property
+    def fixed_upstream(self):
+        """Mixins whose fix the installed Nova already carries."""
+        return [c.name for c in self.checks
+                if c.outcome == decision.FIXED_UPSTREAM]
+
+    @property
+    def not_applied(self):
+        """Mixins that apply to this Nova but were left out (warnings)."""
+        aside = (set(self.fixed_upstream) | set(self.mixins) |
+                 set(self.not_applicable))
+        return [c.name for c in self.checks if c.name not in aside]
+
+    @property
+    def not_applicable(self):
+        """Mixins whose feature the installed Nova does not have."""
+        return [c.name for c in self.checks
+                if c.outcome == decision.NOT_APPLICABLE]
+
+    def to_dict(self):
+        return {
+            'state': self.state,
+            'nova_version': self.nova_version,
+            'series': self.series,
+            'mixins': self.mixins,
+            'fixed_upstream': self.fixed_upstream,
+            'not_applied': self.not_applied,
+            'not_applicable': self.not_applicable,
+            'problems': self.problems,
+            'warnings': self.warnings,
+            'missing': self.missing,
+            'lock': self.lock,
+            'checks': [c.to_dict() for c in self.checks],
+        }
+
+    def __repr__(self):
+        return '<ActivationReport %s nova=%s mixins=%s problems=%d>' % (
+            self.state, self.nova_version, self.mixins, len(self.problems))
