@@ -323,10 +323,12 @@ def summarize(results):
             holds = [r.get('max_lock_hold_ms') for r in s['status']
                      if r.get('max_lock_hold_ms') is not None]
             print('%-15s cycles %d wrong %d (confirm %d, revert %d) window '
-                  'seen %d median %.2fs p95 %.2fs max lock hold %s ms' % (
+                  'seen %d settled late %s median %.2fs p95 %.2fs max lock '
+                  'hold %s ms' % (
                       k, s['cycles'], s['wrong'],
                       s['wrong_by_kind']['confirm'],
                       s['wrong_by_kind']['revert'], s['neither_cycles'],
+                      s.get('late_judgements', '-'),
                       s['median_s'] or 0, s['p95_s'] or 0,
                       max(holds) if holds else '-'))
     for name, secs in results['seconds'].items():

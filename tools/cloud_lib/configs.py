@@ -138,7 +138,18 @@ def neutron(c):
 
 def ml2(c):
     return _ini([
-        ('ml2', [('type_drivers', 'flat,local'),
+        # NOTE: vlan is not used (no ranges, servers boot with networks
+        # "none"), but its start-up sync is the only thing in this ML2
+        # that queries the database before neutron-server forks its API
+        # worker. That first query configures SQLAlchemy's mappers, which
+        # add the backrefs other models declare on Port; neutron 26's
+        # get_ports reads Port.port_forwardings (a backref of the port
+        # forwarding model) before it queries, so in a worker whose
+        # first request is a port listing it fails with "type object
+        # 'Port' has no attribute 'port_forwardings'" (a 500 to
+        # nova-api) until any other request has queried the database.
+        # Neutron's default type drivers include vlan.
+        ('ml2', [('type_drivers', 'flat,local,vlan'),
                  ('tenant_network_types', 'local'),
                  ('mechanism_drivers', ''),
                  ('extension_drivers', 'port_security')]),

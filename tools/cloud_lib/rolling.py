@@ -78,9 +78,10 @@ def finish(path):
         s.wait_migration(revert, 'reverted')
         result['revert'] = 'reverted'
         expected = {h: tuple(v) for h, v in s.base(None).items()}
-        ok, hyp, plc = s.settle(expected)
+        ok, took, _hyp0, _plc0, hyp, plc = s.settle(expected)
         result.update({'books_right': ok, 'expected': expected,
-                       'hypervisors': hyp, 'placement': plc})
+                       'hypervisors': hyp, 'placement': plc,
+                       'settled_after_s': round(took or 0, 1)})
         hosts = {sid: s.server(sid)['OS-EXT-SRV-ATTR:host']
                  for sid in (confirm, revert)}
         result['hosts'] = hosts
