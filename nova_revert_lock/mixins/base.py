@@ -113,12 +113,22 @@ class MixinSpec(object):
 
         :param table: a ``FINGERPRINTS`` mapping (default: the generated
             table); see :func:`~nova_revert_lock.decision.decide`
+
+        A function relied on that is absent from the installed Nova is
+        known in the surveyed releases that lack it too (see
+        :func:`~nova_revert_lock.guard.fingerprints.check`).
         """
         absent = self._not_applicable()
         if absent is not None:
             return absent
-        functions = [fingerprints.check(ref, table)
-                     for ref in decision.refs_of(self.name)]
+        # NOTE: a function relied on may be absent where a release lacks
+        # it (train-eol split _finish_revert_resize out of
+        # finish_revert_resize): absent, it matches the surveyed releases
+        # without it. A function replaced must exist.
+        functions = (
+            [fingerprints.check(ref, table) for ref in self.refs.replaces] +
+            [fingerprints.check(ref, table, absent_ok=True)
+             for ref in self.refs.relies_on])
         try:
             fixed = self.fixed_upstream()
         except (ImportError, AttributeError, KeyError):
