@@ -39,9 +39,14 @@ REFS = collections.OrderedDict([
         relies_on=(_CM + 'confirm_resize',
                    _RT + 'drop_move_claim',
                    _RT + '_update_usage_from_migrations'))),
+    # NOTE: train-eol and Ussuri 21.1.1+ moved finish_revert_resize's body,
+    # which gets the instance the critical section saved, to
+    # _finish_revert_resize; a function relied on that a release lacks
+    # matches the surveyed releases without it (MixinSpec.check).
     ('revert', Refs(
         replaces=(_CM + 'revert_resize',),
         relies_on=(_CM + 'finish_revert_resize',
+                   _CM + '_finish_revert_resize',
                    _RT + 'drop_move_claim',
                    _RT + '_update_usage_from_migrations',
                    _INSTANCE + 'revert_migration_context'))),
