@@ -171,3 +171,39 @@ class AbsentFunctionTest(testtools.TestCase):
         check = spec.check(self._table())
         self.assertEqual(base.UNKNOWN, check.outcome)
         self.assertIn('not found', check.problems[0])
+
+
+class VariantsTest(testtools.TestCase):
+    """Implementations of one series chosen by the live code."""
+
+    def test_selected_by_the_code(self):
+        plain = base.Implementation(manager=object)
+        other = base.Implementation(manager=dict)
+        chosen = []
+        spec = base.MixinSpec(
+            name='confirm', summary='test',
+            implementations={'train': base.Variants(
+                lambda: chosen[-1], {False: plain, True: other})},
+            fixed_upstream=lambda: False)
+        chosen.append(False)
+        self.assertIs(plain, spec.implementation('train'))
+        chosen.append(True)
+        self.assertIs(other, spec.implementation('train'))
+
+    def test_calls_looks_into_nested_functions(self):
+        ref = __name__ + ':_Calls.outer'
+        self.assertTrue(base.calls(ref, 'inner_target', nested=True))
+        self.assertTrue(base.calls(ref, 'outer_target', nested=True))
+        self.assertFalse(base.calls(ref, 'nowhere', nested=True))
+        # as upstream's fix is recognised: the function's own code only
+        self.assertFalse(base.calls(ref, 'inner_target'))
+        self.assertTrue(base.calls(ref, 'outer_target'))
+
+
+class _Calls(object):
+
+    def outer(self):
+        def nested():
+            return self.inner_target()
+        self.outer_target()
+        return nested
