@@ -125,11 +125,11 @@ BEYOND_UPSTREAM = frozenset(['source_window'])
 #: the tests on it or on identical code) is never patched.
 VERIFIED = {
     'confirm': {
-        'train': ('20.0.0-20.6.1',),
+        'train': ('20.0.0-20.6.1', 'train-eol'),
         'ussuri': ('21.0.0-21.1.2',),
     },
     'revert': {
-        'train': ('20.0.0-20.6.1',),
+        'train': ('20.0.0-20.6.1', 'train-eol'),
         'ussuri': ('21.0.0-21.1.2',),
     },
     'cross_cell_confirm': {
@@ -139,7 +139,7 @@ VERIFIED = {
         'ussuri': ('21.0.0-21.1.2',),
     },
     'source_window': {
-        'train': ('20.0.0-20.6.1', '20.6.1+patches'),
+        'train': ('20.0.0-20.6.1', '20.6.1+patches', 'train-eol'),
         'ussuri': ('21.0.0-21.1.2', '21.1.0+patches'),
         '2025.1': ('31.3.1',),
     },
