@@ -89,7 +89,8 @@ def format_check_table(report):
                 result = function.error
             elif function.known:
                 rel = fingerprints.sorted_releases(function.releases)
-                result = 'known: %s' % (
+                result = '%s: %s' % (
+                    'absent, as in' if function.absent else 'known',
                     rel[0] if len(rel) == 1 else '%s .. %s (%d releases)'
                     % (rel[0], rel[-1], len(rel)))
             else:

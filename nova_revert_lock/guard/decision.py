@@ -129,8 +129,9 @@ def nearest_release(functions, table=None):
         if '+' in label:
             continue
         differs = [f.ref for f in functions
-                   if f.fingerprint is None or code.get(f.ref) !=
-                   f.fingerprint]
+                   if (f.ref in code if f.absent else
+                       f.fingerprint is None or
+                       code.get(f.ref) != f.fingerprint)]
         key = (len(differs), [-k for k in fingerprints.release_key(label)])
         if best is None or key < best[0]:
             best = (key, label, differs)
@@ -256,9 +257,17 @@ def check_release(name, label, table=None):
             return MixinCheck(name, NOT_APPLICABLE, [],
                               note=not_applicable_note(name))
     functions = []
+    relies_on = mixins.REFS[name].relies_on
     for ref in refs_of(name):
         digest = code.get(ref)
-        if digest is None:
+        without = (fingerprints.surveyed_without(ref, table.FINGERPRINTS)
+                   if digest is None and ref in relies_on else None)
+        if without:
+            # As the live check: a function relied on that this release
+            # lacks is known in every surveyed release that lacks it.
+            functions.append(fingerprints.FunctionCheck(
+                ref, releases=without, absent=True))
+        elif digest is None:
             functions.append(fingerprints.FunctionCheck(
                 ref, error='not found in Nova %s' % label))
         else:

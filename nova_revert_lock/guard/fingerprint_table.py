@@ -398,6 +398,32 @@ FINGERPRINTS = {
              '32.0.0', '32.1.0', '32.2.0', '32.2.1', '33.0.0', '33.0.1',
              '33.0.2', '34.0.0'),
     },
+    'nova.compute.manager:ComputeManager._finish_revert_resize': {
+        'e38ef63030523b1f0c0316a62466a9f1536e46d3825fccc36a8788b21a0d0d93':
+            ('train-eol',),
+        '5b106b22b86c162363737a2d931e8aaee9445a8cab81d9cd72f9a96f0c012e18':
+            ('21.1.1', '21.1.2', '21.2.0', '21.2.1', '21.2.2', '21.2.3',
+             '21.2.4', 'ussuri-eol', '22.0.0', '22.0.1', '22.1.0',
+             '22.2.0', '22.2.1', '22.2.2', '22.3.0', '22.4.0',
+             'victoria-eol', '23.0.0', '23.0.1', '23.0.2', '23.1.0',
+             '23.2.0', '23.2.1', '23.2.2', '24.0.0', '24.1.0'),
+        'e258e5ea026b4999550ecb5bf0cd6bcf0d3490caadd4c9078ab4ec2ba8eeb733':
+            ('wallaby-eol', '24.1.1', '24.2.0', '24.2.1', 'xena-eol',
+             '25.0.0', '25.0.1', '25.1.0', '25.1.1', '25.2.0', '25.2.1',
+             '25.3.0', '26.0.0', '26.1.0', '26.1.1', '26.2.0', '26.2.1',
+             '26.2.2', '26.3.0', '27.0.0', '27.1.0', '27.2.0', '27.3.0',
+             '27.4.0', '27.5.0', '27.5.1', '28.0.0', '28.0.1', '28.1.0',
+             '28.2.0', '28.3.0', '28.3.1', '2023.2-eol', '29.0.0',
+             '29.0.1', '29.0.2', '29.1.0', '29.2.0', '29.2.1', '29.2.2',
+             '29.3.0', '30.0.0'),
+        'eaa1995e4736063135292dee613071755cd376e08853ec7e3d9137507348117e':
+            ('29.4.0', '30.1.0', '30.2.0', '30.2.1', '30.3.0',
+             '2024.2-eol', '31.0.0', '31.0.1', '31.1.0', '31.2.0',
+             '31.3.0', '31.3.1', '32.0.0', '32.1.0', '32.2.0', '32.2.1',
+             '33.0.0', '33.0.1', '33.0.2'),
+        '5b3c1e6a3fd04252ba46d9118ef8bdba12e1a71ef7eb41d1b12a3ffbf7bd8e13':
+            ('34.0.0',),
+    },
     'nova.compute.manager:ComputeManager._finish_revert_snapshot_based_resize_at_source': {
         '0d11cef826acaf7ac9a7eca1d75002a728be394f2f31c3736538a39e70794233':
             ('21.0.0', '21.1.0', '21.1.0+patches'),
@@ -905,6 +931,18 @@ SOURCE_DIGESTS = {
             '1fadbca06a04c56a1b2014fa4e64569ed365c394ccdfbbe55033e3e7551ada81',
         '4a57935657c6c84534a957abdaa5ca6126248394263c73a531b0bf3a65eba74a':
             'f547658881acc878a41c92ee331c2f81ae547387e0f6d444f163e6ac897e0e13',
+    },
+    'nova.compute.manager:ComputeManager._finish_revert_resize': {
+        '7d9393c915cb7259ec20d8a0d11e05266544f4afa0d6f3f51d9a2e1cad0b718c':
+            '5b106b22b86c162363737a2d931e8aaee9445a8cab81d9cd72f9a96f0c012e18',
+        '8f484a53a6ad5497cdb885fccfc021387c0aec51059b0ae40f9ea9050d622aa5':
+            'e38ef63030523b1f0c0316a62466a9f1536e46d3825fccc36a8788b21a0d0d93',
+        'ab3289c9f60bd096f776cb2eebcb404522b53832aaaffdf442eba6b60c445b40':
+            '5b3c1e6a3fd04252ba46d9118ef8bdba12e1a71ef7eb41d1b12a3ffbf7bd8e13',
+        'db65a99ed6d57e05fe4cabd6823adf479ca98913d756fe1e7906f85fb2af9330':
+            'e258e5ea026b4999550ecb5bf0cd6bcf0d3490caadd4c9078ab4ec2ba8eeb733',
+        'e59d4075f65c6906a3602bec4b0f254e3869f664bcc4a1dd2ab913008a9af23a':
+            'eaa1995e4736063135292dee613071755cd376e08853ec7e3d9137507348117e',
     },
     'nova.compute.manager:ComputeManager._finish_revert_snapshot_based_resize_at_source': {
         '50a419290e2ca6f582555f3b99fd325ae956a9b98bc8a745de5048c554c7848f':

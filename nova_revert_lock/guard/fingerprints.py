@@ -362,16 +362,20 @@ class FunctionCheck(object):
     :ivar ref: the reference checked (``module:Class.attr``)
     :ivar fingerprint: the live fingerprint, or None
     :ivar releases: frozenset of Nova releases that ship exactly this code
-        (empty if unknown)
+        (empty if unknown); for an absent function, the surveyed releases
+        that do not have it either
     :ivar error: why there is no fingerprint (missing, no source), or None
+    :ivar absent: True if the function is not in the installed Nova and
+        the check accepted that (see :func:`check`)
     """
 
     def __init__(self, ref, fingerprint=None, releases=frozenset(),
-                 error=None):
+                 error=None, absent=False):
         self.ref = ref
         self.fingerprint = fingerprint
         self.releases = frozenset(releases)
         self.error = error
+        self.absent = absent
 
     @property
     def known(self):
@@ -380,6 +384,9 @@ class FunctionCheck(object):
     def describe(self):
         if self.error:
             return '%s: %s' % (self.ref, self.error)
+        if self.absent:
+            return '%s: absent, as in Nova %s' % (
+                self.ref, ', '.join(sorted_releases(self.releases)))
         if self.known:
             return '%s: matches Nova %s' % (
                 self.ref, ', '.join(sorted_releases(self.releases)))
@@ -392,15 +399,48 @@ class FunctionCheck(object):
             'fingerprint': self.fingerprint,
             'releases': sorted_releases(self.releases),
             'error': self.error,
+            'absent': self.absent,
         }
 
 
-def check(ref, table=None):
-    """Check the live function ``ref`` against the fingerprint table."""
+def surveyed_without(ref, table):
+    """The surveyed releases that do not have ``ref`` at all.
+
+    Every release a survey lists is surveyed for every function of the
+    table, so a release listed for some function and not for ``ref`` is
+    one whose source has no ``ref``.
+
+    :returns: frozenset of release labels; empty if ``ref`` was never
+        surveyed
+    """
+    if ref not in table:
+        return frozenset()
+    surveyed = set()
+    for by_digest in table.values():
+        for found_in in by_digest.values():
+            surveyed.update(found_in)
+    for found_in in table[ref].values():
+        surveyed.difference_update(found_in)
+    return frozenset(surveyed)
+
+
+def check(ref, table=None, absent_ok=False):
+    """Check the live function ``ref`` against the fingerprint table.
+
+    :param absent_ok: True for a function that a later release of a series
+        added and that only needs to be checked where it exists (a mixin
+        relies on its code there). Absent from the installed Nova, it is
+        then known in the surveyed releases that lack it too, so that the
+        guard still matches a release as a whole; without ``absent_ok``, or
+        if no surveyed release lacks it, an absent function is an error.
+    """
     table = fingerprint_table.FINGERPRINTS if table is None else table
     try:
         digest = live_fingerprint(ref)
     except (ImportError, AttributeError, KeyError):
+        without = surveyed_without(ref, table) if absent_ok else None
+        if without:
+            return FunctionCheck(ref, releases=without, absent=True)
         return FunctionCheck(ref, error='not found in the installed Nova')
     except SourceUnavailable as e:
         return FunctionCheck(ref, error='source unavailable (%s)' % e)

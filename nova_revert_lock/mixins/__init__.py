@@ -39,9 +39,14 @@ REFS = collections.OrderedDict([
         relies_on=(_CM + 'confirm_resize',
                    _RT + 'drop_move_claim',
                    _RT + '_update_usage_from_migrations'))),
+    # NOTE: train-eol and Ussuri 21.1.1+ moved finish_revert_resize's body,
+    # which gets the instance the critical section saved, to
+    # _finish_revert_resize; a function relied on that a release lacks
+    # matches the surveyed releases without it (MixinSpec.check).
     ('revert', Refs(
         replaces=(_CM + 'revert_resize',),
         relies_on=(_CM + 'finish_revert_resize',
+                   _CM + '_finish_revert_resize',
                    _RT + 'drop_move_claim',
                    _RT + '_update_usage_from_migrations',
                    _INSTANCE + 'revert_migration_context'))),
@@ -120,11 +125,11 @@ BEYOND_UPSTREAM = frozenset(['source_window'])
 #: the tests on it or on identical code) is never patched.
 VERIFIED = {
     'confirm': {
-        'train': ('20.0.0-20.6.1',),
+        'train': ('20.0.0-20.6.1', 'train-eol'),
         'ussuri': ('21.0.0-21.1.2',),
     },
     'revert': {
-        'train': ('20.0.0-20.6.1',),
+        'train': ('20.0.0-20.6.1', 'train-eol'),
         'ussuri': ('21.0.0-21.1.2',),
     },
     'cross_cell_confirm': {
@@ -134,7 +139,7 @@ VERIFIED = {
         'ussuri': ('21.0.0-21.1.2',),
     },
     'source_window': {
-        'train': ('20.0.0-20.6.1', '20.6.1+patches'),
+        'train': ('20.0.0-20.6.1', '20.6.1+patches', 'train-eol'),
         'ussuri': ('21.0.0-21.1.2', '21.1.0+patches'),
         '2025.1': ('31.3.1',),
     },

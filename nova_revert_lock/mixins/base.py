@@ -20,6 +20,8 @@ manager mixin class, optionally a resource tracker mixin class) to apply
 for each series whose code it was verified on.
 """
 
+import inspect
+
 from nova_revert_lock.guard import decision
 from nova_revert_lock.guard import fingerprints
 from nova_revert_lock import mixins
@@ -49,6 +51,32 @@ under_compute_resource_semaphore` get the installed tracker's lock.
         self.manager = manager
         self.tracker = tracker
 
+    def select(self):
+        """The implementation for the live code: this one."""
+        return self
+
+
+class Variants(object):
+    """Implementations of one series for code that differs within it.
+
+    A series' last code (its ``-eol`` tag) can differ from its releases
+    around the functions a mixin replaces. Which variant applies is read
+    off the live code, as :func:`calls` recognises upstream's fix; the
+    guard has checked that code against the fingerprint table before any
+    variant is chosen.
+
+    :param choose: callable returning the key of the variant that fits
+        the installed Nova
+    :param variants: dict key -> :class:`Implementation`
+    """
+
+    def __init__(self, choose, variants):
+        self.choose = choose
+        self.variants = variants
+
+    def select(self):
+        return self.variants[self.choose()]
+
 
 class MixinSpec(object):
     """One mixin, as the stevedore namespace names it.
@@ -61,8 +89,9 @@ class MixinSpec(object):
 
     :param name: the entry point name, used in ``[revert_lock] mixins``
     :param summary: one line for ``nova-revert-lock check``
-    :param implementations: dict series name -> :class:`Implementation`,
-        one per series ``mixins.VERIFIED[name]`` declares
+    :param implementations: dict series name -> :class:`Implementation`
+        (or :class:`Variants` of it), one per series
+        ``mixins.VERIFIED[name]`` declares
     :param fixed_upstream: callable returning True when the installed
         Nova already carries this fix
     :param applies_from: ``(ref, release)``: the upstream function that
@@ -113,12 +142,22 @@ class MixinSpec(object):
 
         :param table: a ``FINGERPRINTS`` mapping (default: the generated
             table); see :func:`~nova_revert_lock.decision.decide`
+
+        A function relied on that is absent from the installed Nova is
+        known in the surveyed releases that lack it too (see
+        :func:`~nova_revert_lock.guard.fingerprints.check`).
         """
         absent = self._not_applicable()
         if absent is not None:
             return absent
-        functions = [fingerprints.check(ref, table)
-                     for ref in decision.refs_of(self.name)]
+        # NOTE: a function relied on may be absent where a release lacks
+        # it (train-eol split _finish_revert_resize out of
+        # finish_revert_resize): absent, it matches the surveyed releases
+        # without it. A function replaced must exist.
+        functions = (
+            [fingerprints.check(ref, table) for ref in self.refs.replaces] +
+            [fingerprints.check(ref, table, absent_ok=True)
+             for ref in self.refs.relies_on])
         try:
             fixed = self.fixed_upstream()
         except (ImportError, AttributeError, KeyError):
@@ -128,17 +167,29 @@ class MixinSpec(object):
         return decision.decide(self.name, functions, fixed, verified, table)
 
     def implementation(self, series):
-        return self.implementations[series]
+        """The :class:`Implementation` for ``series`` and the live code."""
+        return self.implementations[series].select()
 
 
-def calls(ref, name):
+def calls(ref, name, nested=False):
     """True if the live function ``ref`` refers to the attribute ``name``.
 
     Used to recognise upstream's fix from the code: a ``_confirm_resize``
     that calls ``drop_move_claim_at_source`` carries it.
+
+    :param nested: True to count functions defined inside ``ref`` as its
+        code (``confirm_resize`` does its work in a nested, locked
+        ``do_confirm_resize``)
     """
     func = fingerprints.resolve(ref)
     func = getattr(func, '__func__', func)
     while hasattr(func, '__wrapped__'):
         func = func.__wrapped__
-    return name in func.__code__.co_names
+    codes = [func.__code__]
+    while codes:
+        code = codes.pop()
+        if name in code.co_names:
+            return True
+        if nested:
+            codes.extend(c for c in code.co_consts if inspect.iscode(c))
+    return False

@@ -23,6 +23,15 @@ The fix, as upstream's ``drop_move_claim_at_source``: the status change,
 the old-flavor claim drop and the migration-context drop form one
 critical section under ``COMPUTE_RESOURCE_SEMAPHORE``; the stashed flavors
 are cleared only after it.
+
+Train's last code (the ``train-eol`` tag) already keeps the stashed
+flavors: its ``confirm_resize`` clears them itself, last, whether
+``_confirm_resize`` succeeded or not (upstream's "Don't unset
+Instance.old_flavor, new_flavor until necessary"), and its
+``_confirm_resize`` no longer touches them. The status change and the
+claim drop are still apart there, so the race is the same; the variant
+for that code (:class:`KeptFlavorsConfirmUnderLockMixin`) leaves the
+flavors to its ``confirm_resize``.
 """
 
 from nova.compute import power_state
@@ -150,8 +159,35 @@ class ConfirmUnderLockMixin(object):
             phase=fields.NotificationPhase.END)
 
 
-_IMPLEMENTATION = base.Implementation(
-    manager=ConfirmUnderLockMixin, tracker=SourceClaimDropTracker)
+class KeptFlavorsConfirmUnderLockMixin(ConfirmUnderLockMixin):
+    """For a ``confirm_resize`` that clears the stashed flavors itself.
+
+    It does so after ``_confirm_resize`` returns or fails, and after the
+    source allocations are deleted: nothing is left to clear here.
+    """
+
+    def _confirm_resize(self, context, instance, migration=None):
+        """Destroy the source instance, then free its source usage.
+
+        Same steps, notifications and states as upstream's, except that
+        the claim is dropped through ``drop_move_claim_at_source``.
+        """
+        self._nrl_confirm_resize(context, instance, migration)
+
+
+def _flavors_kept_by_caller():
+    """True if ``confirm_resize`` clears the stashed flavors (train-eol)."""
+    return base.calls('nova.compute.manager:ComputeManager.confirm_resize',
+                      '_delete_stashed_flavor_info', nested=True)
+
+
+_IMPLEMENTATION = base.Variants(_flavors_kept_by_caller, {
+    False: base.Implementation(
+        manager=ConfirmUnderLockMixin, tracker=SourceClaimDropTracker),
+    True: base.Implementation(
+        manager=KeptFlavorsConfirmUnderLockMixin,
+        tracker=SourceClaimDropTracker),
+})
 
 SPEC = base.MixinSpec(
     name='confirm',

@@ -21,10 +21,17 @@ drop then takes the old flavor away a second time. That window is wider
 than the one around the status change (the driver can take minutes) and
 needs no lock to close: the fix keeps the stashed flavors until the claim
 is gone. Here the periodic runs while the driver confirms the migration.
+
+Train's last code (``train-eol``) closed this window itself ("Don't unset
+Instance.old_flavor, new_flavor until necessary"): its ``confirm_resize``
+clears the stashed flavors last. There the canary shows that plain Nova
+counts the outgoing migration during the driver step, and the window
+around the status change (``test_same_cell_race``) is what is left.
 """
 
 from nova.tests.functional import integrated_helpers
 
+from nova_revert_lock.mixins import base as mixin_base
 from nova_revert_lock.tests.functional import base
 from nova_revert_lock.tests.functional import test_same_cell_race
 
@@ -73,8 +80,26 @@ class ConfirmDriverStepCanary(base.CanaryMixin, base.ExtensionFixtureMixin,
 
     def test_periodic_during_driver_confirm_on_plain_nova(self):
         self._confirm_with_periodic_in_driver()
-        # old_flavor was already gone: the periodic did not count the
-        # outgoing migration, then the claim drop removed it again.
-        self.assertEqual({'host1': 0}, self.usage_in_driver)
-        self.assertEqual(-1, self.vcpus_used('host1'))
+        if keeps_flavors_until_confirmed():
+            # train-eol: old_flavor is still there, the periodic counts
+            # the outgoing migration and the claim drop frees it once.
+            self.assertEqual({'host1': 1}, self.usage_in_driver)
+            self.assertEqual(0, self.vcpus_used('host1'))
+        else:
+            # old_flavor was already gone: the periodic did not count the
+            # outgoing migration, then the claim drop removed it again.
+            self.assertEqual({'host1': 0}, self.usage_in_driver)
+            self.assertEqual(-1, self.vcpus_used('host1'))
         self._assert_healed(0, 2)
+
+
+def keeps_flavors_until_confirmed():
+    """True if the installed Nova clears the stashed flavors last.
+
+    Its ``confirm_resize`` does, after ``_confirm_resize`` (train-eol,
+    Ussuri 21.1.1 and later); earlier ``_confirm_resize`` clears them
+    first.
+    """
+    return mixin_base.calls(
+        'nova.compute.manager:ComputeManager.confirm_resize',
+        '_delete_stashed_flavor_info', nested=True)

@@ -55,6 +55,7 @@ import oslo_messaging as messaging
 from oslo_serialization import jsonutils
 from oslo_utils import timeutils
 
+from nova_revert_lock.mixins import base as mixin_base
 from nova_revert_lock.mixins import source_window
 from nova_revert_lock.tests.functional import base
 
@@ -163,7 +164,8 @@ class FlipProbeMixin(object):
         """finish_revert_resize's first save: host, node and flavor.
 
         Train does it inline in ``finish_revert_resize``: done here as it
-        does it.
+        does it. Up to 20.6.1 that save clears the stashed flavors too;
+        train-eol keeps them until ``finish_revert_resize`` ends.
         """
         _ctxt, instance, migration = self._records(server_id)
         manager = self.computes[self.source].manager
@@ -176,8 +178,11 @@ class FlipProbeMixin(object):
                 real(instance, migration)
                 return
         manager._set_instance_info(instance, instance.old_flavor)
-        instance.old_flavor = None
-        instance.new_flavor = None
+        if not mixin_base.calls(
+                'nova.compute.manager:ComputeManager.finish_revert_resize',
+                '_delete_stashed_flavor_info'):
+            instance.old_flavor = None
+            instance.new_flavor = None
         instance.host = migration.source_compute
         instance.node = migration.source_node
         instance.save(expected_task_state=[task_states.RESIZE_REVERTING])

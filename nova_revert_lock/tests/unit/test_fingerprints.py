@@ -300,7 +300,8 @@ class QuickSourceTestCase(testtools.TestCase):
                                wraps=fingerprints.fingerprint) as tokenized:
             digests = [fingerprints.live_fingerprint(r) for r in refs]
         table = fingerprint_table.SOURCE_DIGESTS
-        installed = releases.installed_nova_version()
+        installed = (os.environ.get('NRL_SURVEYED_AS') or
+                     releases.installed_nova_version())
         if installed in fingerprint_table.SURVEYED_RELEASES:
             self.assertEqual(0, tokenized.call_count)
         fingerprints._LIVE.clear()

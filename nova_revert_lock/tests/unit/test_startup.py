@@ -147,7 +147,10 @@ class InstalledNovaTestCase(base.BaseTestCase):
     def test_shape_of_installed_release(self):
         version = releases.installed_nova_version()
         ep = startup.recognise()
-        self.assertEqual(version, ep.version)
+        # NOTE: a Nova built between releases (train-eol, from git) has a
+        # pbr development version in its metadata (20.6.2.dev65), of which
+        # Nova's version_string() gives the release part only (20.6.2).
+        self.assertEqual(version, ep.version.split('.dev')[0])
         major = int(version.split('.')[0])
         if major <= 32:
             expected = (startup.PACKAGE, startup.EVENTLET)
