@@ -56,9 +56,9 @@ import zipfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir))
 
-from nova_revert_lock import fingerprints  # noqa: E402
+from nova_revert_lock.guard import fingerprints  # noqa: E402
+from nova_revert_lock.guard import releases as nova_releases  # noqa: E402
 from nova_revert_lock import mixins  # noqa: E402
-from nova_revert_lock import releases as nova_releases  # noqa: E402
 
 TABLE_PATH = os.path.join(os.path.dirname(__file__), os.pardir,
                           'nova_revert_lock', 'guard', 'fingerprint_table.py')
