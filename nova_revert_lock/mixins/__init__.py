@@ -112,6 +112,17 @@ APPLIES_FROM = {
 #: refusing) where they cannot apply.
 BEYOND_UPSTREAM = frozenset(['source_window'])
 
+#: Fixes of the sibling races of bug 1879878 that upstream fixed later.
+#: They stand aside where the code carries upstream's fix, like the core
+#: mixins, but are admitted like the mixins beyond
+#: upstream: whatever keeps one out leaves it out alone, with a warning,
+#: and never costs the host the fix for bug 1879878 or the other mixins.
+FAMILY = frozenset()
+
+#: The mixins admitted one by one (left out with a warning) rather than
+#: strictly (refusing the activation): every mixin but the 1879878 fixes.
+EXTRAS = BEYOND_UPSTREAM | FAMILY
+
 #: The code each mixin's implementations were verified on, per series
 #: (the key of the mixin module's implementation): surveyed release labels
 #: or closed ranges of them. The guard applies an implementation only
