@@ -27,7 +27,8 @@ GROUP = cfg.OptGroup(
 #: Every mixin this package ships, in application order. A unit test
 #: keeps it equal to the ``nova_revert_lock.compute_mixins`` entry points.
 SHIPPED_MIXINS = ['confirm', 'revert', 'cross_cell_confirm',
-                  'cross_cell_revert', 'source_window']
+                  'cross_cell_revert', 'source_window',
+                  'resize_source_flavor']
 
 OPTS = [
     cfg.BoolOpt(

@@ -46,11 +46,13 @@ class ActivationReport(object):
     :ivar nova_version: installed Nova release string, or None
     :ivar series: its series (``'ussuri'``), or ``'unknown'``
     :ivar mixins: names of the mixins applied: on ``patched``, the fixes
-        for bug 1879878 and anything beyond; on ``already-fixed``, only
-        the mixins that go beyond upstream (``['source_window']``), if any
+        for bug 1879878 and the extras; on ``already-fixed``, only the
+        extras (``mixins.EXTRAS``: beyond upstream such as
+        ``source_window``, or fixes of sibling races the installed Nova
+        lacks such as ``resize_source_flavor``), if any
     :ivar problems: list of human-readable strings (why refused)
-    :ivar warnings: list of human-readable strings: why a mixin that goes
-        beyond upstream was left out (on any Nova)
+    :ivar warnings: list of human-readable strings: why an extra (a
+        mixin beyond upstream or of the family) was left out (on any Nova)
     :ivar missing: names of the bug 1879878 mixins that match this Nova's
         affected code but are not in ``[revert_lock] mixins`` (state
         ``incomplete``)

@@ -23,9 +23,10 @@ and registering them (:mod:`nova_revert_lock.activation`) come after.
 The fixes for bug 1879878 (the core mixins) are admitted strictly: one
 that matches no code we know, a lock we cannot read or a manager that
 overrides what a core mixin needs refuses the whole activation. A mixin
-that goes beyond upstream is an extra: whatever keeps it out (the same
-checks) leaves it out with a warning, and never costs the host the core
-fix, whether or not Nova carries that fix itself.
+that goes beyond upstream, or fixes a sibling race (``mixins.FAMILY``),
+is an extra: whatever keeps it out (the same checks) leaves it out with a
+warning, and never costs the host the core fix or the other extras,
+whether or not Nova carries the core fix itself.
 """
 
 import collections
@@ -166,8 +167,8 @@ def assess(conf, configured_manager):
             'none of the configured mixins applies to this Nova: %s' % (
                 '; '.join('%s: %s' % (c.name, c.note) for c in checks))],
             checks=checks)
-    core = [(s, c) for s, c in pairs if not s.beyond_upstream]
-    extras = [(s, c) for s, c in pairs if s.beyond_upstream]
+    core = [(s, c) for s, c in pairs if not s.extra]
+    extras = [(s, c) for s, c in pairs if s.extra]
     unconfigured = _unconfigured_core_checks(names)
     missing = [c.name for c in unconfigured if c.outcome == decision.MATCH]
 
@@ -229,7 +230,7 @@ def _unconfigured_core_checks(names):
     if not others:
         return []
     specs, _failures = load_specs(others)
-    return [spec.check() for spec in specs if not spec.beyond_upstream]
+    return [spec.check() for spec in specs if not spec.extra]
 
 
 def _admit(manager_cls, candidates, strict):

@@ -84,6 +84,18 @@ REFS = collections.OrderedDict([
                    _RT + '_update_usage_from_instance',
                    _CM + 'revert_resize',
                    _CM + 'finish_revert_resize'))),
+    # Bug 1944759, a sibling race: the source stashes old_flavor in the
+    # save that hands the instance to the destination
+    # (mixins/resize_source_flavor.py). The periodic task counts an
+    # outgoing migration from old_flavor; finish_resize on the destination
+    # stashes the same flavor again.
+    ('resize_source_flavor', Refs(
+        replaces=(_CM + '_resize_instance',),
+        relies_on=(_CM + 'resize_instance',
+                   _CM + '_finish_resize',
+                   _RT + '_update_usage_from_migrations',
+                   _RT + '_update_usage_from_migration',
+                   _RT + '_get_instance_type'))),
 ])
 
 #: How the guard recognises upstream's fix from the code (distributions
@@ -100,6 +112,8 @@ FIXED_WHEN = {
     'cross_cell_revert': Calls(
         _CM + '_revert_snapshot_based_resize_at_dest',
         'drop_move_claim_at_dest'),
+    # b841e55321: the source's _resize_instance sets old_flavor itself.
+    'resize_source_flavor': Calls(_CM + '_resize_instance', 'old_flavor'),
 }
 
 #: ``(ref, release)``: the function that came with the feature a mixin
@@ -116,6 +130,17 @@ APPLIES_FROM = {
 #: carries upstream's 1879878 fix, and stay out with a warning (instead of
 #: refusing) where they cannot apply.
 BEYOND_UPSTREAM = frozenset(['source_window'])
+
+#: Fixes of the sibling races of bug 1879878 that upstream fixed later
+#: (bug 1944759). They stand aside where the code carries upstream's fix,
+#: like the core mixins, but are admitted like the mixins beyond upstream:
+#: whatever keeps one out leaves it out alone, with a warning, and never
+#: costs the host the fix for bug 1879878 or the other mixins.
+FAMILY = frozenset(['resize_source_flavor'])
+
+#: The mixins admitted one by one (left out with a warning) rather than
+#: strictly (refusing the activation): every mixin but the 1879878 fixes.
+EXTRAS = BEYOND_UPSTREAM | FAMILY
 
 #: The code each mixin's implementations were verified on, per series
 #: (the key of the mixin module's implementation): surveyed release labels
@@ -142,6 +167,13 @@ VERIFIED = {
         'train': ('20.0.0-20.6.1', '20.6.1+patches', 'train-eol'),
         'ussuri': ('21.0.0-21.1.2', '21.1.0+patches'),
         '2025.1': ('31.3.1',),
+    },
+    # Tested on 20.6.1, 21.1.0 and 21.1.2; the ranges ship the same code
+    # for every function the mixin replaces or relies on (20.0.x do not:
+    # their _resize_instance differs).
+    'resize_source_flavor': {
+        'train': ('20.1.0-20.6.1',),
+        'ussuri': ('21.0.0-21.2.4',),
     },
 }
 

@@ -83,9 +83,10 @@ class MixinSpec(object):
 
     What the guard checks is declared in :mod:`nova_revert_lock.mixins`
     (``REFS``, ``FIXED_WHEN``, ``APPLIES_FROM``, ``BEYOND_UPSTREAM``,
-    ``VERIFIED``), so that the support matrix can ask the same questions
-    without importing Nova; the spec adds the classes. The keyword
-    arguments default to those declarations (tests override them).
+    ``FAMILY``, ``VERIFIED``), so that the support matrix can ask the
+    same questions without importing Nova; the spec adds the classes.
+    The keyword arguments default to those declarations (tests override
+    them).
 
     :param name: the entry point name, used in ``[revert_lock] mixins``
     :param summary: one line for ``nova-revert-lock check``
@@ -109,6 +110,9 @@ class MixinSpec(object):
         self.implementations = implementations
         self._fixed_upstream = fixed_upstream
         self.beyond_upstream = name in mixins.BEYOND_UPSTREAM
+        #: admitted alone, with a warning when it cannot apply, rather
+        #: than refusing the activation (``mixins.EXTRAS``)
+        self.extra = name in mixins.EXTRAS
         self.applies_from = (mixins.APPLIES_FROM.get(name)
                              if applies_from is _DECLARED else applies_from)
 

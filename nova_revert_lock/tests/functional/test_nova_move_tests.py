@@ -12,11 +12,12 @@
 
 """Nova's own resize and cold-migration tests, with the extension active.
 
-The mixins replace ``_confirm_resize`` and ``revert_resize``: Nova's own
-functional tests of those operations (allocations in placement, usage on
-each host, notifications, failure paths) must pass on the composed
-manager exactly as they pass on plain Nova. ``ServerMovingTests`` below is
-Nova's class of the installed release with
+The mixins replace ``_confirm_resize`` and ``revert_resize`` (bug 1879878)
+and ``_resize_instance`` (bug 1944759): Nova's own functional tests of
+those operations (allocations in placement, usage on each host,
+notifications, failure paths) must pass on the composed manager exactly
+as they pass on plain Nova. ``ServerMovingTests`` below is Nova's class
+of the installed release with
 :class:`~.base.ExtensionFixtureMixin` first in its bases, so every Nova
 test runs with the extension activated before the computes start.
 
@@ -28,6 +29,13 @@ no ``ServerMovingTests`` at all, the class skips. On Victoria and later
 (no confirm/revert mixin applies there) ``test_nova_move_tests_epoxy``
 runs them instead, so this module skips.
 
+Some of Nova's tests make a step fail by stubbing its method on Nova's
+``ComputeManager`` (``test_resize_instance_fails_allocation_cleanup``
+stubs ``_resize_instance``). Where a mixin replaces that method the
+composed manager's own would hide the stub, so ``stub_out`` puts the
+stub on the composed manager too: the test then fails the step it means
+to fail, and checks Nova's clean-up around it.
+
 On plain Nova 20.6.1 and 21.1.0 every selected test passes, so any
 failure here is the extension's.
 """
@@ -35,6 +43,7 @@ failure here is the extension's.
 import re
 import unittest
 
+import fixtures
 import testtools
 
 from nova_revert_lock import activation
@@ -108,3 +117,20 @@ else:
             if report.state == activation.PATCHED:
                 for compute in (self.compute1, self.compute2):
                     self.assertIsInstance(compute.manager, report.manager)
+            # No release this module runs on carries upstream's fix for
+            # bug 1944759: its mixin is among the default ones applied.
+            self.assertIn('resize_source_flavor', report.mixins,
+                          report.warnings)
+
+        def stub_out(self, old, new):
+            super(ServerMovingTests, self).stub_out(old, new)
+            prefix = 'nova.compute.manager.ComputeManager.'
+            report = getattr(self, 'activation_report', None)
+            composed = getattr(report, 'manager', None)
+            if composed is None or not old.startswith(prefix):
+                return
+            name = old[len(prefix):]
+            if getattr(composed, name, None) is not new:
+                # A mixin replaces the stubbed method: stub its override.
+                self.useFixture(fixtures.MockPatchObject(composed, name,
+                                                         new))

@@ -14,7 +14,8 @@
 
 Runs the guard against the Nova installed in the test environment: the
 expectations depend on whether it carries upstream's fix for bug 1879878
-(21.1.1+, 31.x) or not (20.x, 21.0.0-21.1.0).
+(21.1.1+, 31.x) or not (20.x, 21.0.0-21.1.0), and, for the family's
+other mixins (``mixins.FAMILY``), whether it carries theirs.
 """
 
 import sys
@@ -28,6 +29,7 @@ from nova_revert_lock.cmd import manage
 from nova_revert_lock import conf as nrl_conf
 from nova_revert_lock.guard import assess
 from nova_revert_lock.guard import fingerprint_table
+from nova_revert_lock import mixins
 from nova_revert_lock.mixins import base
 from nova_revert_lock.mixins import confirm
 from nova_revert_lock.mixins import source_window
@@ -38,7 +40,25 @@ CORE = ['confirm', 'revert']
 def _fixed_here(report):
     """The shipped bug-1879878 mixins that apply to this Nova."""
     return [m for m in nrl_conf.SHIPPED_MIXINS
-            if m != 'source_window' and m not in report.not_applicable]
+            if m not in mixins.EXTRAS and m not in report.not_applicable]
+
+
+def _family(outcome):
+    """The shipped family mixins whose check on this Nova is ``outcome``.
+
+    Sibling races upstream fixed in other releases than bug 1879878
+    (bug 1944759: 22.4.0): on 21.1.2 they still apply.
+    """
+    report = activation.build(_default_conf())
+    return [c.name for c in report.checks
+            if c.name in mixins.FAMILY and c.outcome == outcome]
+
+
+def _default_conf():
+    conf = cfg.ConfigOpts()
+    nrl_conf.register_opts(conf)
+    conf([], project='nova', default_config_files=[])
+    return conf
 
 
 def nova_has_upstream_fix():
@@ -82,17 +102,24 @@ class BeyondUpstreamActivationTest(test_base.BaseTestCase):
         self.assertTrue(issubclass(tracker,
                                    source_window.SourceWindowTracker))
         if nova_has_upstream_fix():
+            # The family mixins that apply (21.1.2) do not change the
+            # state: it is about bug 1879878.
             self.assertEqual(activation.ALREADY_FIXED, report.state)
-            self.assertEqual(['source_window'], report.mixins)
-            self.assertEqual(_fixed_here(report), report.fixed_upstream)
+            self.assertEqual(['source_window'] + _family(base.MATCH),
+                             report.mixins)
+            self.assertEqual(
+                _fixed_here(report) + _family(base.FIXED_UPSTREAM),
+                report.fixed_upstream)
             # Upstream's tracker has its own _drop_move_claim, which its
             # drop_move_claim calls: the composed tracker keeps it.
             self.assertNotIn('_drop_move_claim', tracker.__dict__)
         else:
             self.assertEqual(activation.PATCHED, report.state)
-            self.assertEqual(_fixed_here(report) + ['source_window'],
-                             report.mixins)
-            self.assertEqual([], report.fixed_upstream)
+            self.assertEqual(
+                _fixed_here(report) + ['source_window'] +
+                _family(base.MATCH), report.mixins)
+            self.assertEqual(_family(base.FIXED_UPSTREAM),
+                             report.fixed_upstream)
             self.assertIn('_drop_move_claim', tracker.__dict__)
 
     def test_core_mixins_only(self):
@@ -119,8 +146,9 @@ class BeyondUpstreamActivationTest(test_base.BaseTestCase):
         self._forget_pairing_fingerprints()
         report = self._evaluate()
         self.assertEqual(activation.ALREADY_FIXED, report.state)
-        self.assertEqual([], report.mixins)
-        self.assertIsNone(report.manager)
+        self.assertEqual(_family(base.MATCH), report.mixins)
+        if not report.mixins:
+            self.assertIsNone(report.manager)
         self.assertEqual([], report.problems)
         self.assertEqual(['source_window'], report.not_applied)
         self.assertEqual(2, len(report.warnings), report.warnings)
@@ -140,7 +168,8 @@ class BeyondUpstreamActivationTest(test_base.BaseTestCase):
             report = self._evaluate(on_unknown_code=choice)
             self.assertEqual(activation.PATCHED, report.state)
             self.assertEqual([], report.problems)
-            self.assertEqual(_fixed_here(report), report.mixins)
+            self.assertEqual(_fixed_here(report) + _family(base.MATCH),
+                             report.mixins)
             self.assertEqual(['source_window'], report.not_applied)
             self.assertEqual([], report.missing)
             self.assertEqual(2, len(report.warnings), report.warnings)
@@ -193,7 +222,7 @@ class BeyondUpstreamActivationTest(test_base.BaseTestCase):
             self.skipTest('the installed Nova carries upstream fix')
         report = self._evaluate(['source_window'])
         report_all = self._evaluate()
-        expected = [m for m in report_all.mixins if m != 'source_window']
+        expected = [m for m in report_all.mixins if m not in mixins.EXTRAS]
         self.assertEqual(activation.INCOMPLETE, report.state)
         self.assertEqual(expected, report.missing)
         self.assertEqual(['source_window'], report.mixins)
@@ -252,6 +281,7 @@ class BeyondUpstreamActivationTest(test_base.BaseTestCase):
             self.skipTest('the installed Nova lacks upstream fix')
         self._forget_pairing_fingerprints()
         table = manage.format_check_table(self._evaluate())
-        self.assertIn('Applied:   -', table)
+        self.assertIn('Applied:   %s' % (', '.join(_family(base.MATCH)) or
+                                         '-'), table)
         self.assertIn('Not applied: source_window', table)
         self.assertIn('Warnings:\n  - source_window not applied', table)
