@@ -21,10 +21,10 @@ import tempfile
 import unittest
 from unittest import mock
 
-from nova_revert_lock.bench import driver
-from nova_revert_lock.bench import harness
-from nova_revert_lock.bench import periodic
-from nova_revert_lock.bench import report
+from tools.bench import driver
+from tools.bench import harness
+from tools.bench import periodic
+from tools.bench import report
 
 
 def _record(kind, ms, wrong=None, handback=0, error=None):
@@ -239,7 +239,7 @@ class DriverArgsTest(unittest.TestCase):
     def test_command_leaves_local_paths_out(self):
         with mock.patch.dict(os.environ, {'TOX_ENV_NAME': 'bench'}):
             self.assertEqual(
-                'python -m nova_revert_lock.bench --cycles 0 (tox -e bench)',
+                'python -m tools.bench --cycles 0 (tox -e bench)',
                 driver._command(['--venv-dir', '/x/y', '--cycles', '0',
                                  '--results-dir=/r']))
 

@@ -18,12 +18,15 @@ and drives N confirm and N revert cycles, each raced by the periodic task
 at the moment the migration turns ``confirmed``/``reverted``. Each mode
 runs in a fresh process; the parent prints one table per mode::
 
-    python -m nova_revert_lock.demo [--cycles N]
+    python -m tools.race_demo [--cycles N]
 
 A cycle "left wrong usage" if the periodic got into the window, or the
 host that gives the instance up does not read zero once the operation is
 done (confirm: the source; revert: the destination when it hands back to
 the source), or any host read below zero.
+
+Run from a checkout, never installed (see :mod:`tools.bench`); ``tox -e
+demo`` and ``tools/demo`` run it.
 """
 
 import argparse
@@ -145,7 +148,7 @@ def main(argv=None):
     for mode in MODES:
         start = time.time()
         proc = subprocess.run(
-            [sys.executable, '-m', 'nova_revert_lock.demo', '--run', mode,
+            [sys.executable, '-m', 'tools.race_demo', '--run', mode,
              '--cycles', str(args.cycles)],
             stdout=subprocess.PIPE, universal_newlines=True)
         if proc.returncode:

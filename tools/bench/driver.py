@@ -14,7 +14,7 @@
 
 ::
 
-    python -m nova_revert_lock.bench [--cycles N] [--format json]
+    python -m tools.bench [--cycles N] [--format json]
         [--results-dir DIR] [--write-docs]
 
 Runs in an environment holding Nova 21.1.0 (``tox -e bench``); the
@@ -43,10 +43,10 @@ import sys
 import threading
 import time
 
-from nova_revert_lock.bench import harness
-from nova_revert_lock.bench import periodic
-from nova_revert_lock.bench import report
-from nova_revert_lock.bench import venvs
+from tools.bench import harness
+from tools.bench import periodic
+from tools.bench import report
+from tools.bench import venvs
 
 MODES = harness.MODES
 KINDS = harness.KINDS
@@ -83,7 +83,7 @@ class ModeProcess(object):
         self.log_path = log_path
         self.log = open(log_path, 'w')
         self.proc = subprocess.Popen(
-            [python, '-m', 'nova_revert_lock.bench.harness', mode,
+            [python, '-m', 'tools.bench.harness', mode,
              '--hammer-sleep', str(options.hammer_sleep),
              '--probe-interval', str(options.probe_interval)] +
             ([] if options.trigger else ['--no-trigger']),
@@ -132,7 +132,7 @@ def _activation_runs(python, count):
     runs = []
     for _i in range(count):
         out = subprocess.check_output(
-            [python, '-m', 'nova_revert_lock.bench.activation_cost'],
+            [python, '-m', 'tools.bench.activation_cost'],
             universal_newlines=True)
         runs.append(json.loads(out.strip().splitlines()[-1]))
     return runs
@@ -243,7 +243,7 @@ def _command(argv):
             skip = True
         elif not word.startswith(tuple(o + '=' for o in _PATH_OPTIONS)):
             words.append(word)
-    command = ' '.join(['python -m nova_revert_lock.bench'] + words)
+    command = ' '.join(['python -m tools.bench'] + words)
     if os.environ.get('TOX_ENV_NAME'):
         command += ' (tox -e %s)' % os.environ['TOX_ENV_NAME']
     return command
@@ -258,7 +258,7 @@ def _load():
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(
-        prog='python -m nova_revert_lock.bench',
+        prog='python -m tools.bench',
         description=__doc__.split('\n\n')[0])
     parser.add_argument(
         '--cycles', type=int,

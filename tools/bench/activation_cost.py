@@ -12,7 +12,7 @@
 
 """What activation adds to nova-compute's start, in a fresh process.
 
-Run as ``python -m nova_revert_lock.bench.activation_cost``; prints one
+Run as ``python -m tools.bench.activation_cost``; prints one
 JSON line. First imports what nova-compute imports anyway
 (``nova.cmd.compute`` and the compute manager that
 ``nova.service.Service.create()`` loads), then times what

@@ -10,10 +10,10 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""``python -m nova_revert_lock.bench``: see :mod:`.driver`."""
+"""``python -m tools.bench``: see :mod:`.driver`."""
 
 import sys
 
-from nova_revert_lock.bench import driver
+from tools.bench import driver
 
 sys.exit(driver.main())

@@ -22,7 +22,7 @@ process, since one Python environment holds one Nova:
 ``upstream``
     Nova 21.1.2, which carries upstream's fix; no extension.
 
-:mod:`.driver` (``python -m nova_revert_lock.bench``) runs in an
+:mod:`.driver` (``python -m tools.bench``) runs in an
 environment holding Nova 21.1.0 and starts the plain and extension
 processes with its own interpreter; the upstream process runs in a second
 environment holding Nova 21.1.2, which :mod:`.venvs` creates once with the
@@ -32,4 +32,15 @@ asks for, so that the driver can interleave the three modes block by
 block and the noise of a shared machine falls on all of them alike.
 :mod:`.activation_cost` times ``activate()`` in fresh processes, and
 :mod:`.report` turns the samples into the table, JSON, plot and docs.
+
+NOTE: run from a checkout (``python -m tools.bench``), never installed:
+the mode processes build on Nova's test framework and this project's
+functional test helpers, which nothing under ``nova_revert_lock/`` but
+its tests may import. Not under ``nova_revert_lock/tests/`` either:
+importing that package monkey patches eventlet (as Nova's test packages
+do), which would turn the driver's reader threads and pipes green and
+add eventlet's import to the Nova import that :mod:`.activation_cost`
+times. ``tools/`` has no ``__init__``: ``tools.bench`` is found from the
+tree's root, which ``python -m`` run there and the editable install of
+the tox envs and of the second environment put on the path.
 """

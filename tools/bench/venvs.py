@@ -34,13 +34,13 @@ FORMAT = 1
 
 
 def project_root():
-    """The source tree this package runs from (with constraints/)."""
+    """The source tree the benchmark runs from (with constraints/)."""
     here = os.path.dirname(os.path.abspath(__file__))
     root = os.path.dirname(os.path.dirname(here))
     if not os.path.exists(os.path.join(root, 'constraints', 'ussuri.txt')):
         raise RuntimeError(
-            'nova_revert_lock runs from %s, which is not a source tree with '
-            'constraints/: run the benchmark from a checkout, or pass '
+            'the benchmark runs from %s, which is not a source tree with '
+            'constraints/: run it from a checkout, or pass '
             '--upstream-python' % root)
     return root
 

@@ -14,7 +14,7 @@
 
 Started by the driver as::
 
-    python -m nova_revert_lock.bench.harness MODE
+    python -m tools.bench.harness MODE
 
 in the environment holding the Nova release the mode needs. It starts
 Nova's own functional services (API, conductor, scheduler, placement
@@ -501,7 +501,7 @@ class Bench(object):
 
     def periodic_setup(self, specs):
         """Start the scenario hosts of :mod:`.periodic`; after the cycles."""
-        from nova_revert_lock.bench import periodic
+        from tools.bench import periodic
         self.periodic = periodic.PeriodicBench(self.case, self.calls)
         return self.periodic.setup(specs)
 
