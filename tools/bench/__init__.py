@@ -28,8 +28,10 @@ processes with its own interpreter; the upstream process runs in a second
 environment holding Nova 21.1.2, which :mod:`.venvs` creates once with the
 Ussuri pins and reuses afterwards. Each process (:mod:`.harness`) starts
 Nova's own in-process services and runs the blocks of cycles the driver
-asks for, so that the driver can interleave the three modes block by
-block and the noise of a shared machine falls on all of them alike.
+asks for (:mod:`.cycle_driver`, with :mod:`.locktrace` reporting each section
+under the tracker's lock and :mod:`.books` judging each cycle), so that
+the driver can interleave the three modes block by block and the noise
+of a shared machine falls on all of them alike.
 :mod:`.activation_cost` times ``activate()`` in fresh processes, and
 :mod:`.report` turns the samples into the table, JSON, plot and docs.
 

@@ -43,13 +43,13 @@ import sys
 import threading
 import time
 
-from tools.bench import harness
+from tools.bench import cycle_driver
 from tools.bench import periodic
 from tools.bench import report
 from tools.bench import venvs
 
-MODES = harness.MODES
-KINDS = harness.KINDS
+MODES = cycle_driver.MODES
+KINDS = cycle_driver.KINDS
 #: what the guard must say of each mode's Nova, and of the extension
 EXPECTED_STATE = {'plain': 'patched', 'extension': 'patched',
                   'upstream': 'already-fixed'}

@@ -20,10 +20,10 @@ import collections
 import os
 import textwrap
 
-from tools.bench import harness
+from tools.bench import cycle_driver
 
-MODES = harness.MODES
-KINDS = harness.KINDS
+MODES = cycle_driver.MODES
+KINDS = cycle_driver.KINDS
 
 #: Targets the benchmark reports against; never asserted by tests.
 TARGET_RATIO = 1.05
@@ -78,7 +78,7 @@ def _ratio(a, b):
 
 def hold_samples(mode, samples):
     """Lock-hold ms of the new critical sections (plain: the claim drop)."""
-    sections = harness.DROP_SECTIONS[mode]
+    sections = cycle_driver.DROP_SECTIONS[mode]
     return [ms for kind in KINDS
             for name, values in samples['hold'].get(kind, {}).items()
             if name in sections for ms in values]
@@ -140,8 +140,8 @@ def summarize(run):
         if not smp:
             continue
         hold[mode] = _dist(hold_samples(mode, smp), (50, 99))
-        wait_probe[mode] = _dist(_wait(smp, (harness.PROBE,)), (50, 99))
-        wait_claims[mode] = _dist(_wait(smp, harness.CLAIMS), (50, 99))
+        wait_probe[mode] = _dist(_wait(smp, (cycle_driver.PROBE,)), (50, 99))
+        wait_claims[mode] = _dist(_wait(smp, cycle_driver.CLAIMS), (50, 99))
     result['lock_hold_ms'] = hold
     ext_stats = [ms for _kind, ms in
                  samples.get('extension', {}).get('stats_hold', [])]
@@ -460,7 +460,7 @@ def plot(run, path):
         if not smp:
             continue
         for axis, values in ((left, hold_samples(mode, smp)),
-                             (right, _wait(smp, (harness.PROBE,)))):
+                             (right, _wait(smp, (cycle_driver.PROBE,)))):
             values = sorted(v for v in values if v > 0)
             if not values:
                 continue

@@ -21,8 +21,8 @@ import tempfile
 import unittest
 from unittest import mock
 
+from tools.bench import cycle_driver
 from tools.bench import driver
-from tools.bench import harness
 from tools.bench import periodic
 from tools.bench import report
 
@@ -38,7 +38,7 @@ def _record(kind, ms, wrong=None, handback=0, error=None):
 def _samples(hold, sections):
     return {
         'hold': {'confirm': {sections[0]: hold}, 'revert': {}},
-        'wait': {'confirm': {}, 'revert': {harness.PROBE: [1.0, 3.0],
+        'wait': {'confirm': {}, 'revert': {cycle_driver.PROBE: [1.0, 3.0],
                                            'resize_claim': [2.0]}},
         'stats_hold': [['confirm', v] for v in hold],
     }
@@ -53,8 +53,8 @@ def _run():
         'upstream': [_record('confirm', 100), _record('revert', 120,
                                                       handback=1)],
     }
-    samples = {m: _samples([1.0, 2.0, 3.0, 4.0], harness.DROP_SECTIONS[m])
-               for m in harness.MODES}
+    samples = {m: _samples([1.0, 2.0, 3.0, 4.0], cycle_driver.DROP_SECTIONS[m])
+               for m in cycle_driver.MODES}
     activation = [{'total_ms': 20.0, 'total_cpu_ms': 18.0, 'import_ms': 5.0,
                    'activate_ms': 15.0, 'nova_import_ms': 2000.0,
                    'parts_ms': {'stevedore': 1.0, 'fingerprints': 12.0,
@@ -62,7 +62,7 @@ def _run():
                    'modules_added': 14, 'modules_added_outside': [],
                    'state': 'patched'}]
     ready = {m: {'nova_version': '21.1.0', 'nova_state': 'patched'}
-             for m in harness.MODES}
+             for m in cycle_driver.MODES}
     return {'cycles': 1, 'records': records, 'samples': samples,
             'ready': ready, 'activation': activation,
             'settings': {'probe_interval': 0.02}, 'environment': {}}
@@ -88,7 +88,7 @@ def _periodic_data():
             'upstream': [_periodic_run(v) for v in (98, 100, 102)],
         }
     return {'runs': 3, 'scenarios': specs, 'samples': samples,
-            'setup_s': {m: 1.0 for m in harness.MODES}, 'wall_s': 9.0,
+            'setup_s': {m: 1.0 for m in cycle_driver.MODES}, 'wall_s': 9.0,
             'load': '1.0, 1.0, 1.0'}
 
 
@@ -113,15 +113,15 @@ class BlocksTest(unittest.TestCase):
 class PeriodicOrderTest(unittest.TestCase):
 
     def test_one_mode_at_a_time_rotating(self):
-        order = driver._periodic_order(['a', 'b'], 3, harness.MODES)
-        self.assertEqual(3 * 2 * len(harness.MODES), len(order))
+        order = driver._periodic_order(['a', 'b'], 3, cycle_driver.MODES)
+        self.assertEqual(3 * 2 * len(cycle_driver.MODES), len(order))
         # every scenario and mode the same number of times
         for name in ('a', 'b'):
-            for mode in harness.MODES:
+            for mode in cycle_driver.MODES:
                 self.assertEqual(3, order.count((name, mode)))
         # each turn of the modes starts with another mode
         firsts = [order[i][1] for i in range(0, len(order), 3)]
-        self.assertEqual(list(harness.MODES) * 2, firsts)
+        self.assertEqual(list(cycle_driver.MODES) * 2, firsts)
         self.assertEqual(['a', 'a', 'a', 'b', 'b', 'b'],
                          [scenario for scenario, _m in order[:6]])
 
@@ -150,7 +150,7 @@ class PeriodicSummaryTest(unittest.TestCase):
         run['periodic'] = _periodic_data()
         if not cycles:
             run['cycles'] = 0
-            run['records'] = {m: [] for m in harness.MODES}
+            run['records'] = {m: [] for m in cycle_driver.MODES}
             run['samples'] = {}
             run['activation'] = []
         return report.summarize(run)
@@ -312,7 +312,7 @@ class DocsTest(unittest.TestCase):
 
     def test_periodic_alone_keeps_the_race_section(self):
         run = _run()
-        run.update(cycles=0, records={m: [] for m in harness.MODES},
+        run.update(cycles=0, records={m: [] for m in cycle_driver.MODES},
                    samples={}, activation=[], periodic=_periodic_data())
         result = report.summarize(run)
         path = self._doc()
