@@ -61,13 +61,16 @@ class Bench(object):
     def __init__(self, case, mode, hammer_sleep, probe_interval,
                  trigger=True):
         import eventlet
-        from nova.compute import manager as nova_manager
         from nova import objects
 
         from nova_revert_lock import locking
         from nova_revert_lock import mixins
+        # NOTE: imported here, in the mode process: the driver imports
+        # this module too, and importing the test package monkey patches.
+        from nova_revert_lock.tests.functional import hooks
 
         self.eventlet = eventlet
+        self.hooks = hooks
         self.objects = objects
         self.case = case
         self.mode = mode
@@ -104,7 +107,7 @@ class Bench(object):
             locking.tracker_lock(mixins.LOCK_REFS).name, self._released)
         case.stub_out('oslo_concurrency.lockutils.lock', self.tracer.lock)
         self._install_yields()
-        self._install_hooks(nova_manager)
+        self._install_hooks()
 
     # -- instrumentation ------------------------------------------------------
 
@@ -124,14 +127,14 @@ class Bench(object):
         sleep = self.eventlet.sleep
         calls = self.calls
 
-        def yielding(func, kind):
+        def yielding(kind, func):
             # NOTE: counted by kind and by function, so that the periodic
             # task's runs can tell which calls a mode adds.
             name = '%s.%s' % (kind, func.__name__)
 
-            def call(*args, **kwargs):
+            def call(original, *args, **kwargs):
                 try:
-                    return func(*args, **kwargs)
+                    return original(*args, **kwargs)
                 finally:
                     calls[kind] += 1
                     calls[name] += 1
@@ -143,20 +146,21 @@ class Bench(object):
                     func.__module__ == db_api.__name__):
                 params = list(inspect.signature(func).parameters)
                 if params and params[0] == 'context':
-                    self.case.stub_out('nova.db.api.' + name,
-                                       yielding(func, 'db'))
+                    self.hooks.wrap(self.case, 'nova.db.api.' + name,
+                                    yielding('db', func))
         for name in ('get', 'post', 'put', 'delete'):
             if hasattr(report.SchedulerReportClient, name):
-                self.case.stub_out(
+                self.hooks.wrap(
+                    self.case,
                     'nova.scheduler.client.report.SchedulerReportClient.' +
-                    name, yielding(getattr(report.SchedulerReportClient,
-                                           name), 'placement'))
+                    name, yielding('placement',
+                                   getattr(report.SchedulerReportClient,
+                                           name)))
 
-    def _install_hooks(self, nova_manager):
+    def _install_hooks(self):
         bench = self
-        orig_save = self.objects.Migration.save
 
-        def save(migration, *args, **kwargs):
+        def save(orig_save, migration, *args, **kwargs):
             # NOTE: marked before the write: a periodic task can run as soon
             # as the write yields, and must then be judged in the window.
             cycle = bench.cycle
@@ -169,24 +173,23 @@ class Bench(object):
                         bench._tracker_periodic, cycle.giver))
             return orig_save(migration, *args, **kwargs)
 
-        self.case.stub_out('nova.objects.Migration.save', save)
+        self.hooks.wrap(self.case, 'nova.objects.Migration.save', save)
         for name in ('finish_resize', 'confirm_resize',
                      'finish_revert_resize'):
-            orig = getattr(nova_manager.ComputeManager, name)
-            self.case.stub_out('nova.compute.manager.ComputeManager.' + name,
-                               self._signalling(name, orig))
+            self.hooks.wrap(self.case,
+                            'nova.compute.manager.ComputeManager.' + name,
+                            self._signalling(name))
 
-    def _signalling(self, name, orig):
+    def _signalling(self, name):
         bench = self
 
-        def method(manager, *args, **kwargs):
+        def method(orig, manager, *args, **kwargs):
             try:
                 return orig(manager, *args, **kwargs)
             finally:
                 event = bench.expected.pop(name, None)
                 if event is not None:
                     event.send(_now())
-        method.__name__ = name
         return method
 
     def _expect(self, name):

@@ -41,14 +41,13 @@ import eventlet
 from oslo_config import cfg
 
 import nova
-from nova.compute import resource_tracker
-from nova.compute import rpcapi as compute_rpcapi
 from nova import context as nova_context
 from nova import objects
 from nova.tests.functional.api import client
 
 from nova_revert_lock import activation
 from nova_revert_lock import conf as nrl_conf
+from nova_revert_lock.tests.functional import hooks
 
 CONF = cfg.CONF
 
@@ -311,16 +310,11 @@ class RaceMixin(object):
 
     def _install_race_hooks(self):
         test = self
-        orig_save = objects.Migration.save
-        orig_usage = resource_tracker.ResourceTracker._update_usage
-        orig_instances = (
-            resource_tracker.ResourceTracker._update_usage_from_instances)
-        orig_cast = compute_rpcapi.ComputeAPI.finish_revert_resize
 
         def in_raced_periodic():
             return getattr(eventlet.getcurrent(), 'nrl_periodic', False)
 
-        def save(migration, *args, **kwargs):
+        def save(orig_save, migration, *args, **kwargs):
             status_changed = 'status' in migration.obj_what_changed()
             orig_save(migration, *args, **kwargs)
             if (test.race_enabled and status_changed and
@@ -328,14 +322,15 @@ class RaceMixin(object):
                     not in_raced_periodic()):
                 test._race(migration)
 
-        def update_usage(rt, usage, nodename, sign=1):
+        def update_usage(orig_usage, rt, usage, nodename, sign=1):
             # A usage decrement outside the periodic is the claim drop of
             # the operation being raced.
             if sign < 0 and not in_raced_periodic():
                 test.claim_dropped(rt.host)
             return orig_usage(rt, usage, nodename, sign=sign)
 
-        def update_usage_from_instances(rt, context, instances, nodename):
+        def update_usage_from_instances(orig_instances, rt, context,
+                                        instances, nodename):
             # The periodic starts rebuilding the books, under the tracker's
             # lock: is the raced operation half done?
             if in_raced_periodic():
@@ -345,20 +340,21 @@ class RaceMixin(object):
                             (race['host'], race['id'], race['status']))
             return orig_instances(rt, context, instances, nodename)
 
-        def finish_revert_resize(rpcapi, ctxt, instance, migration, *a, **kw):
+        def finish_revert_resize(orig_cast, rpcapi, ctxt, instance,
+                                 migration, *a, **kw):
             # The destination is done: its books must be right now.
             test.usage_at_cast[migration.dest_compute] = test.vcpus_used(
                 migration.dest_compute)
             return orig_cast(rpcapi, ctxt, instance, migration, *a, **kw)
 
-        self.stub_out('nova.objects.Migration.save', save)
-        self.stub_out('nova.compute.resource_tracker.ResourceTracker.'
-                      '_update_usage', update_usage)
-        self.stub_out('nova.compute.resource_tracker.ResourceTracker.'
-                      '_update_usage_from_instances',
-                      update_usage_from_instances)
-        self.stub_out('nova.compute.rpcapi.ComputeAPI.finish_revert_resize',
-                      finish_revert_resize)
+        hooks.wrap(self, 'nova.objects.Migration.save', save)
+        hooks.wrap(self, 'nova.compute.resource_tracker.ResourceTracker.'
+                   '_update_usage', update_usage)
+        hooks.wrap(self, 'nova.compute.resource_tracker.ResourceTracker.'
+                   '_update_usage_from_instances',
+                   update_usage_from_instances)
+        hooks.wrap(self, 'nova.compute.rpcapi.ComputeAPI.finish_revert_resize',
+                   finish_revert_resize)
 
     def _race(self, migration):
         host = self.raced_host(migration)

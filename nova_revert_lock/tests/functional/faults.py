@@ -37,6 +37,7 @@ from oslo_db import exception as db_exception
 import oslo_messaging
 
 from nova_revert_lock import stats
+from nova_revert_lock.tests.functional import hooks
 
 #: seconds a periodic task may take once the lock is free
 PERIODIC_BOUND = 20
@@ -136,7 +137,7 @@ def nova_error():
 class FaultInjector(object):
     """Arm one :class:`FaultPoint`; it fires once on the faulted host.
 
-    Installed with the test's ``stub_out`` on top of whatever is already
+    Installed with ``hooks.wrap`` on top of whatever is already
     stubbed (the race hooks), so both keep working.
     """
 
@@ -169,17 +170,8 @@ class FaultInjector(object):
 
     def _install(self):
         inj = self
-        stub = self.test.stub_out
-        orig_migration_save = objects.Migration.save
-        orig_instance_save = objects.Instance.save
-        orig_drop_ctx = objects.Instance.drop_migration_context
-        orig_revert_ctx = objects.Instance.revert_migration_context
-        from nova.compute import resource_tracker
-        orig_usage = resource_tracker.ResourceTracker._update_usage
-        from nova.scheduler.client import report
-        orig_uft = report.SchedulerReportClient.update_from_provider_tree
 
-        def migration_save(migration, *args, **kwargs):
+        def migration_save(orig_migration_save, migration, *args, **kwargs):
             final = (inj.operation is not None and
                      'status' in migration.obj_what_changed() and
                      migration.status == inj.operation.final_status)
@@ -190,7 +182,7 @@ class FaultInjector(object):
                 inj._fire()
             return orig_migration_save(migration, *args, **kwargs)
 
-        def update_usage(rt, usage, nodename, sign=1):
+        def update_usage(orig_usage, rt, usage, nodename, sign=1):
             # NOTE: a decrement outside a periodic task is a claim drop:
             # the next placement update in this greenthread is the one the
             # drop's _update makes.
@@ -199,7 +191,7 @@ class FaultInjector(object):
                 current.nrl_drop_pending = True
             return orig_usage(rt, usage, nodename, sign=sign)
 
-        def update_from_provider_tree(client, *args, **kwargs):
+        def update_from_provider_tree(orig_uft, client, *args, **kwargs):
             current = eventlet.getcurrent()
             pending = getattr(current, 'nrl_drop_pending', False)
             current.nrl_drop_pending = False
@@ -207,19 +199,20 @@ class FaultInjector(object):
                 inj._fire()
             return orig_uft(client, *args, **kwargs)
 
-        def drop_migration_context(instance, *args, **kwargs):
+        def drop_migration_context(orig_drop_ctx, instance, *args, **kwargs):
             if inj._armed('drop_migration_context', instance.uuid):
                 inj._fire()
             inj._stepped.add(instance.uuid)
             return orig_drop_ctx(instance, *args, **kwargs)
 
-        def revert_migration_context(instance, *args, **kwargs):
+        def revert_migration_context(orig_revert_ctx, instance, *args,
+                                     **kwargs):
             if inj._armed('revert_migration_context', instance.uuid):
                 inj._fire()
             inj._stepped.add(instance.uuid)
             return orig_revert_ctx(instance, *args, **kwargs)
 
-        def instance_save(instance, *args, **kwargs):
+        def instance_save(orig_instance_save, instance, *args, **kwargs):
             # The first save after the migration context step: inside the
             # critical section on revert, right after it on confirm.
             if (instance.uuid in inj._stepped and
@@ -227,16 +220,18 @@ class FaultInjector(object):
                 inj._fire()
             return orig_instance_save(instance, *args, **kwargs)
 
-        stub('nova.objects.Migration.save', migration_save)
-        stub('nova.objects.Instance.save', instance_save)
-        stub('nova.objects.Instance.drop_migration_context',
-             drop_migration_context)
-        stub('nova.objects.Instance.revert_migration_context',
-             revert_migration_context)
-        stub('nova.compute.resource_tracker.ResourceTracker._update_usage',
-             update_usage)
-        stub('nova.scheduler.client.report.SchedulerReportClient.'
-             'update_from_provider_tree', update_from_provider_tree)
+        for target, hook in (
+                ('nova.objects.Migration.save', migration_save),
+                ('nova.objects.Instance.save', instance_save),
+                ('nova.objects.Instance.drop_migration_context',
+                 drop_migration_context),
+                ('nova.objects.Instance.revert_migration_context',
+                 revert_migration_context),
+                ('nova.compute.resource_tracker.ResourceTracker.'
+                 '_update_usage', update_usage),
+                ('nova.scheduler.client.report.SchedulerReportClient.'
+                 'update_from_provider_tree', update_from_provider_tree)):
+            hooks.wrap(self.test, target, hook)
 
 
 class OutcomeMixin(object):

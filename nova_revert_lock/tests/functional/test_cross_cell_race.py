@@ -39,7 +39,6 @@ import unittest
 
 import eventlet
 
-from nova.compute import resource_tracker
 from nova import context as nova_context
 from nova import objects
 try:
@@ -52,6 +51,7 @@ except ImportError:
 
 from nova_revert_lock import activation
 from nova_revert_lock.tests.functional import base
+from nova_revert_lock.tests.functional import hooks
 
 FINAL = 'final'
 DROPPED = 'dropped'
@@ -135,32 +135,27 @@ class CrossCellRaceMixin(base.RaceMixin):
 
     def _watch_migration_context(self):
         test = self
+
+        def watched(method, instance, *args, **kwargs):
+            result = method(instance, *args, **kwargs)
+            test.op_event(CONTEXT)
+            return result
+
         for name in ('drop_migration_context', 'revert_migration_context'):
-            method = getattr(objects.Instance, name)
-
-            def watched(instance, *args, **kwargs):
-                result = watched.method(instance, *args, **kwargs)
-                test.op_event(CONTEXT)
-                return result
-
-            watched.method = method
-            self.stub_out('nova.objects.Instance.%s' % name, watched)
+            hooks.wrap(self, 'nova.objects.Instance.%s' % name, watched)
 
     def _watch_periodic_books(self):
         test = self
-        rt_cls = resource_tracker.ResourceTracker
-        rebuild = rt_cls._update_usage_from_instances
-        update = rt_cls._update_available_resource
 
         def in_raced_periodic():
             return getattr(eventlet.getcurrent(), 'nrl_periodic', False)
 
-        def watched_rebuild(rt, *args, **kwargs):
+        def watched_rebuild(rebuild, rt, *args, **kwargs):
             if in_raced_periodic() and test.op is not None:
                 eventlet.getcurrent().nrl_started = list(test.op['events'])
             return rebuild(rt, *args, **kwargs)
 
-        def watched_update(rt, *args, **kwargs):
+        def watched_update(update, rt, *args, **kwargs):
             result = update(rt, *args, **kwargs)
             # NOTE: read right after the locked rebuild, before this
             # greenthread yields, so nothing else has changed the books.
@@ -170,10 +165,10 @@ class CrossCellRaceMixin(base.RaceMixin):
                      getattr(eventlet.getcurrent(), 'nrl_started', None)))
             return result
 
-        self.stub_out('nova.compute.resource_tracker.ResourceTracker.'
-                      '_update_usage_from_instances', watched_rebuild)
-        self.stub_out('nova.compute.resource_tracker.ResourceTracker.'
-                      '_update_available_resource', watched_update)
+        hooks.wrap(self, 'nova.compute.resource_tracker.ResourceTracker.'
+                   '_update_usage_from_instances', watched_rebuild)
+        hooks.wrap(self, 'nova.compute.resource_tracker.ResourceTracker.'
+                   '_update_available_resource', watched_update)
 
     def _in_op(self):
         op = self.op

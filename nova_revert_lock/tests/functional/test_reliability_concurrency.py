@@ -27,11 +27,11 @@ on plain Nova and shows the windows.
 import time
 
 import eventlet
-from nova.compute import resource_tracker
 from nova.tests.functional import integrated_helpers
 
 from nova_revert_lock.tests.functional import base
 from nova_revert_lock.tests.functional import faults
+from nova_revert_lock.tests.functional import hooks
 
 #: seconds the whole burst may take, periodics included
 BURST_BOUND = 240
@@ -49,9 +49,8 @@ class _Burst(faults.OutcomeMixin):
         self.after_drop = []        # (host, vCPUs) right after each drop
         self.loop_runs = {h: 0 for h in self.hosts}
         test = self
-        orig_usage = resource_tracker.ResourceTracker._update_usage
 
-        def update_usage(rt, usage, nodename, sign=1):
+        def update_usage(orig_usage, rt, usage, nodename, sign=1):
             result = orig_usage(rt, usage, nodename, sign=sign)
             if sign < 0 and not getattr(eventlet.getcurrent(),
                                         'nrl_periodic', False):
@@ -59,8 +58,8 @@ class _Burst(faults.OutcomeMixin):
                     (rt.host, rt.compute_nodes[nodename].vcpus_used))
             return result
 
-        self.stub_out('nova.compute.resource_tracker.ResourceTracker.'
-                      '_update_usage', update_usage)
+        hooks.wrap(self, 'nova.compute.resource_tracker.ResourceTracker.'
+                   '_update_usage', update_usage)
 
     def _wait_all(self, ids, statuses, deadline):
         pending = list(ids)

@@ -50,13 +50,13 @@ Measured (``RevertFaultPinningCanary``, ``RevertFaultPinningUpstream``):
 
 from unittest import mock
 
-from nova.compute import resource_tracker
 from nova import exception
 from nova import objects
 from nova.tests.functional.api import client
 from oslo_db import exception as db_exception
 
 from nova_revert_lock.tests.functional import base
+from nova_revert_lock.tests.functional import hooks
 from nova_revert_lock.tests.functional import test_source_window_pinning
 
 SOURCE = test_source_window_pinning.SOURCE
@@ -73,10 +73,8 @@ class _RevertFaultBase(test_source_window_pinning._PinningWindowBase):
 
     def _install_faults(self):
         test = self
-        orig_usage = resource_tracker.ResourceTracker._update_usage
-        orig_save = objects.Instance.save
 
-        def update_usage(rt, usage, nodename, sign=1):
+        def update_usage(orig_usage, rt, usage, nodename, sign=1):
             # A decrement on the destination outside its periodic task is
             # the revert's claim drop.
             if (test.armed == 'drop' and sign < 0 and rt.host == DEST and
@@ -87,14 +85,14 @@ class _RevertFaultBase(test_source_window_pinning._PinningWindowBase):
                     requested='injected', available='injected')
             return orig_usage(rt, usage, nodename, sign=sign)
 
-        orig_revert_ctx = objects.Instance.revert_migration_context
         reverted = set()
 
-        def revert_migration_context(instance, *args, **kwargs):
+        def revert_migration_context(orig_revert_ctx, instance, *args,
+                                     **kwargs):
             reverted.add(instance.uuid)
             return orig_revert_ctx(instance, *args, **kwargs)
 
-        def instance_save(instance, *args, **kwargs):
+        def instance_save(orig_save, instance, *args, **kwargs):
             # The save of the reverted record, on the destination.
             if test.armed == 'save' and instance.uuid in reverted:
                 test.armed = None
@@ -102,11 +100,11 @@ class _RevertFaultBase(test_source_window_pinning._PinningWindowBase):
                 raise db_exception.DBError('injected: database went away')
             return orig_save(instance, *args, **kwargs)
 
-        self.stub_out('nova.compute.resource_tracker.ResourceTracker.'
-                      '_update_usage', update_usage)
-        self.stub_out('nova.objects.Instance.save', instance_save)
-        self.stub_out('nova.objects.Instance.revert_migration_context',
-                      revert_migration_context)
+        hooks.wrap(self, 'nova.compute.resource_tracker.ResourceTracker.'
+                   '_update_usage', update_usage)
+        hooks.wrap(self, 'nova.objects.Instance.save', instance_save)
+        hooks.wrap(self, 'nova.objects.Instance.revert_migration_context',
+                   revert_migration_context)
 
     def _dest_periodic(self):
         """The destination's periodic task: None, or the error it hit."""

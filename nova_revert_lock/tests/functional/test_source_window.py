@@ -34,8 +34,6 @@ With the extension each reads 1. ``SourceWindowCanary`` shows the window
 on plain Nova, so that the tests with the extension prove something.
 """
 
-from nova.compute import manager as compute_manager
-from nova.compute import rpcapi as compute_rpcapi
 from nova import context as nova_context
 from nova import objects
 from nova import service
@@ -45,6 +43,7 @@ from nova_revert_lock import activation
 from nova_revert_lock.mixins import base as mixin_base
 from nova_revert_lock.mixins import source_window
 from nova_revert_lock.tests.functional import base
+from nova_revert_lock.tests.functional import hooks
 
 PLAIN_MANAGER = 'nova.compute.manager.ComputeManager'
 WINDOW = ('cast', 'source-entry', 'revert-start', 'before-host-save')
@@ -105,19 +104,15 @@ class WindowProbeMixin(object):
 
     def _install_window_probes(self):
         test = self
-        orig_cast = compute_rpcapi.ComputeAPI.finish_revert_resize
-        orig_finish = compute_manager.ComputeManager.finish_revert_resize
-        orig_notify = (
-            compute_manager.ComputeManager._notify_about_instance_usage)
-        orig_save = objects.Instance.save
 
-        def cast(rpcapi, ctxt, instance, migration, *args, **kwargs):
+        def cast(orig_cast, rpcapi, ctxt, instance, migration, *args,
+                 **kwargs):
             if test.probing:
                 test.probe('cast')
             return orig_cast(rpcapi, ctxt, instance, migration, *args,
                              **kwargs)
 
-        def finish_revert_resize(manager, *args, **kwargs):
+        def finish_revert_resize(orig_finish, manager, *args, **kwargs):
             at_source = test.probing and manager.host == test.source
             if at_source:
                 test._in_source_half = True
@@ -128,15 +123,15 @@ class WindowProbeMixin(object):
                 if at_source:
                     test._in_source_half = False
 
-        def notify(manager, context, instance, event_suffix, *args,
-                   **kwargs):
+        def notify(orig_notify, manager, context, instance, event_suffix,
+                   *args, **kwargs):
             if (test._in_source_half and manager.host == test.source and
                     event_suffix == 'resize.revert.start'):
                 test.probe('revert-start')
             return orig_notify(manager, context, instance, event_suffix,
                                *args, **kwargs)
 
-        def save(instance, *args, **kwargs):
+        def save(orig_save, instance, *args, **kwargs):
             moving_back = (
                 test._in_source_half and not test._in_probe and
                 'host' in instance.obj_what_changed() and
@@ -148,13 +143,13 @@ class WindowProbeMixin(object):
                 test.probe(LANDED)
             return result
 
-        self.stub_out('nova.compute.rpcapi.ComputeAPI.finish_revert_resize',
-                      cast)
-        self.stub_out('nova.compute.manager.ComputeManager.'
-                      'finish_revert_resize', finish_revert_resize)
-        self.stub_out('nova.compute.manager.ComputeManager.'
-                      '_notify_about_instance_usage', notify)
-        self.stub_out('nova.objects.Instance.save', save)
+        hooks.wrap(self, 'nova.compute.rpcapi.ComputeAPI.finish_revert_resize',
+                   cast)
+        hooks.wrap(self, 'nova.compute.manager.ComputeManager.'
+                   'finish_revert_resize', finish_revert_resize)
+        hooks.wrap(self, 'nova.compute.manager.ComputeManager.'
+                   '_notify_about_instance_usage', notify)
+        hooks.wrap(self, 'nova.objects.Instance.save', save)
 
     def _probed_revert(self):
         """Resize host1 -> host2, revert with the probes on."""
@@ -234,19 +229,14 @@ class SourceWindowTest(_WindowTestBase):
                     self.ctxt, self.dest, self.dest).id)
         migration.create()
         fetched = []
-        orig = objects.InstanceList.get_by_filters
 
-        def get_by_filters(*args, **kwargs):
-            # Newer fixtures keep a stubbed classmethod one: drop the class.
-            if args and isinstance(args[0], type):
-                args = args[1:]
-            context, filters = args[:2]
+        def get_by_filters(orig, context, filters, *args, **kwargs):
             if 'uuid' in filters:
                 fetched.append(list(filters['uuid']))
-            return orig(*args, **kwargs)
+            return orig(context, filters, *args, **kwargs)
 
-        self.stub_out('nova.objects.InstanceList.get_by_filters',
-                      get_by_filters)
+        hooks.wrap(self, 'nova.objects.InstanceList.get_by_filters',
+                   get_by_filters)
         for _i in range(3):
             self.run_periodic(self.source)
         self.assertEqual([[moved['id']]], fetched)

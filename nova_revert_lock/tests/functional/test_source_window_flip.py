@@ -58,6 +58,7 @@ from oslo_utils import timeutils
 from nova_revert_lock.mixins import base as mixin_base
 from nova_revert_lock.mixins import source_window
 from nova_revert_lock.tests.functional import base
+from nova_revert_lock.tests.functional import hooks
 
 STEPS = ('start', 'after-instances', 'after-migrations', 'in-look-up',
          'end')
@@ -115,15 +116,6 @@ class SerializingIndirection(object):
     def object_backport_versions(self, context, objinst, object_versions):
         return self._remote(context, 'object_backport_versions', objinst,
                             object_versions)
-
-
-def _no_cls(args):
-    """The arguments of a stubbed classmethod, without the class.
-
-    Newer ``fixtures`` keep a replaced classmethod a classmethod, older
-    ones do not: accept both.
-    """
-    return args[1:] if args and isinstance(args[0], type) else args
 
 
 class FlipProbeMixin(object):
@@ -211,42 +203,39 @@ class FlipProbeMixin(object):
     def _install_step_hooks(self):
         test = self
         source = self.source
-        instance_list = objects.InstanceList.get_by_host_and_node
-        migration_filters = objects.MigrationList.get_by_filters
         if hasattr(objects.MigrationList, 'get_in_progress_and_error'):
             in_progress_name = 'get_in_progress_and_error'
         else:
             in_progress_name = 'get_in_progress_by_host_and_node'
-        in_progress = getattr(objects.MigrationList, in_progress_name)
 
-        def get_by_host_and_node(*args, **kwargs):
-            context, host, node = _no_cls(args)[:3]
-            result = instance_list(*_no_cls(args), **kwargs)
+        def get_by_host_and_node(instance_list, context, host, node, *args,
+                                 **kwargs):
+            result = instance_list(context, host, node, *args, **kwargs)
             if host == source:
                 test.reach('after-instances')
             return result
 
-        def get_in_progress(*args, **kwargs):
-            context, host, node = _no_cls(args)[:3]
-            result = in_progress(*_no_cls(args), **kwargs)
+        def get_in_progress(in_progress, context, host, node, *args,
+                            **kwargs):
+            result = in_progress(context, host, node, *args, **kwargs)
             if host == source:
                 test.reach('after-migrations')
             return result
 
-        def get_by_filters(*args, **kwargs):
-            context, filters = _no_cls(args)[:2]
-            result = migration_filters(*_no_cls(args), **kwargs)
+        def get_by_filters(migration_filters, context, filters, *args,
+                           **kwargs):
+            result = migration_filters(context, filters, *args, **kwargs)
             if (filters.get('status') == 'reverted' and
                     filters.get('source_compute') == source):
                 test.reach('in-look-up')
             return result
 
-        self.stub_out('nova.objects.InstanceList.get_by_host_and_node',
-                      get_by_host_and_node)
-        self.stub_out('nova.objects.MigrationList.%s' % in_progress_name,
-                      get_in_progress)
-        self.stub_out('nova.objects.MigrationList.get_by_filters',
-                      get_by_filters)
+        hooks.wrap(self, 'nova.objects.InstanceList.get_by_host_and_node',
+                   get_by_host_and_node)
+        hooks.wrap(self, 'nova.objects.MigrationList.%s' % in_progress_name,
+                   get_in_progress)
+        hooks.wrap(self, 'nova.objects.MigrationList.get_by_filters',
+                   get_by_filters)
 
     def probe(self, flip_step, ret_step, ret_kind):
         """One reverting server, one probed run; the source's vCPUs."""

@@ -34,7 +34,6 @@ from unittest import mock
 
 import eventlet
 
-from nova.compute import manager as compute_manager
 from nova import context as nova_context
 from nova import exception
 from nova import objects
@@ -47,6 +46,7 @@ except ImportError:  # Nova < 23
 
 from nova_revert_lock import activation
 from nova_revert_lock.tests.functional import base
+from nova_revert_lock.tests.functional import hooks
 from nova_revert_lock.tests.functional import test_source_window
 
 IMAGE = base.IMAGE
@@ -150,16 +150,15 @@ class _PinningWindowBase(base.ExtensionFixtureMixin,
 
         gate = eventlet.event.Event()
         held = []
-        orig_finish = compute_manager.ComputeManager.finish_revert_resize
 
-        def finish_revert_resize(manager, *args, **kwargs):
+        def finish_revert_resize(orig_finish, manager, *args, **kwargs):
             if manager.host == SOURCE and not gate.ready():
                 held.append(True)
                 gate.wait()
             return orig_finish(manager, *args, **kwargs)
 
-        self.stub_out('nova.compute.manager.ComputeManager.'
-                      'finish_revert_resize', finish_revert_resize)
+        hooks.wrap(self, 'nova.compute.manager.ComputeManager.'
+                   'finish_revert_resize', finish_revert_resize)
         # NOTE: RPC casts may run as calls in Nova's framework, so the
         # revert request returns only once the source half is done.
         reverting = eventlet.spawn(
