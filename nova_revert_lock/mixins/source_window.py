@@ -156,6 +156,13 @@ class SourceWindowTracker(object):
         context, nodename = node
         for migration, instance in self._nrl_find_reverting(
                 context, nodename, migrations, instance_by_uuid):
+            # NOTE: upstream's usage update takes an instance from the
+            # first listed migration of it. For an earlier failed move (an
+            # 'error' migration, listed from Victoria on) it would load the
+            # instance again, after the look-up read it: one copy for all.
+            for other in migrations:
+                if other.instance_uuid == instance.uuid:
+                    other.instance = instance
             migration.instance = instance
             if migration not in migrations.objects:
                 migrations.objects.append(migration)
@@ -214,8 +221,12 @@ class SourceWindowTracker(object):
         candidates = collections.OrderedDict(
             (m.instance_uuid, m) for m in migrations
             if m.status == 'reverting' and outgoing(m))
-        # Reverted before upstream listed the in-progress migrations.
-        moving = set(m.instance_uuid for m in migrations)
+        # Reverted before upstream listed the in-progress migrations. From
+        # Victoria on the list also holds the host's 'error' migrations
+        # (get_in_progress_and_error), by which upstream counts nothing:
+        # an earlier failed move must not hide the revert.
+        moving = set(m.instance_uuid for m in migrations
+                     if m.status != 'error')
         recent = objects.MigrationList.get_by_filters(
             context, {'source_compute': self.host, 'status': 'reverted'},
             sort_keys=['updated_at', 'id'], sort_dirs=['desc', 'desc'],

@@ -34,11 +34,13 @@ status but not yet dropped its claim (no usage decrement yet on that
 host): that is the window itself.
 """
 
+import datetime
 import os
 import time
 
 import eventlet
 from oslo_config import cfg
+from oslo_utils import timeutils
 
 import nova
 from nova import context as nova_context
@@ -70,6 +72,11 @@ def api_paste_config():
         if os.path.exists(path):
             return os.path.abspath(path)
     raise RuntimeError('api-paste.ini not found near %s' % nova.__file__)
+
+
+def lists_error_migrations():
+    """True if the periodic task lists 'error' migrations (Victoria on)."""
+    return hasattr(objects.MigrationList, 'get_in_progress_and_error')
 
 
 def nova_is_affected():
@@ -242,6 +249,34 @@ class RaceMixin(object):
 
     def _host_of(self, server):
         return server['OS-EXT-SRV-ATTR:host']
+
+    def record_migration(self, server_id, status, source='host1',
+                         dest='host2'):
+        """A resize record of ``server_id``, as a past move left it.
+
+        Dated an hour back: the periodic task keeps the most recently
+        updated migration of an instance, and a conductor's answer dates
+        them to the second, so a record made a moment before the move
+        under test could tie with it.
+        """
+        flavor = objects.Flavor.get_by_flavor_id(self.ctxt,
+                                                 self.flavor_small)
+        then = timeutils.utcnow() - datetime.timedelta(hours=1)
+        migration = objects.Migration(
+            context=self.ctxt, instance_uuid=server_id,
+            source_compute=source, source_node=source,
+            dest_compute=dest, dest_node=dest,
+            migration_type='resize', status=status,
+            old_instance_type_id=flavor.id,
+            new_instance_type_id=flavor.id,
+            created_at=then, updated_at=then)
+        if 'dest_compute_id' in objects.Migration.fields:
+            # 2023.2 and later want the node's id with its name.
+            migration.dest_compute_id = (
+                objects.ComputeNode.get_by_host_and_nodename(
+                    self.ctxt, dest, dest).id)
+        migration.create()
+        return migration
 
     def resize(self, server, flavor_id):
         self.admin_api.post_server_action(
