@@ -166,7 +166,10 @@ VERIFIED = {
     'source_window': {
         'train': ('20.0.0-20.6.1', '20.6.1+patches', 'train-eol'),
         'ussuri': ('21.0.0-21.1.2', '21.1.0+patches'),
+        'victoria': ('22.4.0',),
+        '2023.1': ('27.5.1',),
         '2025.1': ('31.3.1',),
+        '2026.2': ('34.0.0',),
     },
     # Tested on 20.6.1, 21.1.0 and 21.1.2; the ranges ship the same code
     # for every function the mixin replaces or relies on (20.0.x do not:

@@ -311,5 +311,11 @@ SPEC = base.MixinSpec(
     name='source_window',
     summary='revert (source): count the instance until finish_revert_resize '
             'has brought it back (beyond upstream)',
+    # NOTE: one implementation for every series whose code was read
+    # (mixins.VERIFIED): the periodic body reads the node's instances, then
+    # its migrations, then pairs them, in all of them, and the revert flips
+    # the migration, drops the destination claim and casts to the source
+    # in that order.
     implementations={'train': _IMPLEMENTATION, 'ussuri': _IMPLEMENTATION,
-                     '2025.1': _IMPLEMENTATION})
+                     'victoria': _IMPLEMENTATION, '2023.1': _IMPLEMENTATION,
+                     '2025.1': _IMPLEMENTATION, '2026.2': _IMPLEMENTATION})
