@@ -153,6 +153,53 @@ def wait_for_server(test, api, server_id, status, timeout=20):
         eventlet.sleep(0.05)
 
 
+#: what a greenthread carries for the harness: ``nrl_periodic`` (it is a
+#: raced periodic task) and the marks the tests set beside it
+MARK_PREFIX = 'nrl_'
+
+
+def carry_marks_into_pools(test):
+    """Let the harness's greenthread marks follow Nova's own pools.
+
+    The harness tells the raced periodic task from everything else by a
+    mark on its greenthread. From 34.0.0 (2026.2) the compute manager runs
+    each node's update in a thread pool (``thread_pool_factory.spawn_on``),
+    a greenthread of its own under eventlet, which would carry no mark:
+    the periodic would look like any other code, and a race test would see
+    no window whatever happens. Each task spawned there takes the marks of
+    the greenthread that spawned it, and drops them when it is done (the
+    pool reuses its greenthreads). Nova without the pools: nothing to do.
+    """
+    try:
+        from nova import thread_pool_factory
+    except ImportError:
+        return
+    spawn_on = thread_pool_factory.spawn_on
+
+    def spawn_on_with_marks(executor_type, func, *args, **kwargs):
+        marks = dict((k, v) for k, v in vars(eventlet.getcurrent()).items()
+                     if k.startswith(MARK_PREFIX))
+        if not marks:
+            return spawn_on(executor_type, func, *args, **kwargs)
+
+        def marked(*a, **kw):
+            current = eventlet.getcurrent()
+            saved = dict((k, v) for k, v in vars(current).items()
+                         if k.startswith(MARK_PREFIX))
+            vars(current).update(marks)
+            try:
+                return func(*a, **kw)
+            finally:
+                for k in [k for k in vars(current)
+                          if k.startswith(MARK_PREFIX)]:
+                    delattr(current, k)
+                vars(current).update(saved)
+
+        return spawn_on(executor_type, marked, *args, **kwargs)
+
+    test.stub_out('nova.thread_pool_factory.spawn_on', spawn_on_with_marks)
+
+
 class CanaryMixin(object):
     """A canary: plain Nova, and the bug must show.
 
@@ -200,6 +247,7 @@ class RaceMixin(object):
         self.usage_at_cast = {}    # host -> vCPUs when revert casts back
         self.periodics = []
         self._install_race_hooks()
+        carry_marks_into_pools(self)
 
     # -- API helpers, identical on every supported release -------------
 
