@@ -183,8 +183,9 @@ class WrapperTestCase(testtools.TestCase):
 class PatchedBuildsTestCase(testtools.TestCase):
     """The table knows the builds of this tree's patch series."""
 
-    PATCHES = os.path.join(os.path.dirname(os.path.dirname(
-        os.path.abspath(fingerprint_table.__file__))), 'patches')
+    # nova_revert_lock/guard/fingerprint_table.py -> the tree's top
+    PATCHES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(fingerprint_table.__file__)))), 'patches')
 
     def setUp(self):
         super(PatchedBuildsTestCase, self).setUp()
