@@ -186,6 +186,22 @@ VERIFIED = {
 LOCK_REFS = (_RT + '_update_available_resource', _RT + 'drop_move_claim')
 
 
+def refs_section(name):
+    """The docstring section that names the upstream functions of a mixin.
+
+    Each mixin module ends its docstring with it, so that a reader of the
+    module sees what it replaces and relies on; a unit test keeps the two
+    in step.
+    """
+    refs = REFS[name]
+    title = 'Upstream functions (``mixins.REFS[%r]``)' % name
+    lines = [title, '-' * len(title), '', 'Replaces:', '']
+    lines.extend('* ``%s``' % ref.split(':', 1)[1] for ref in refs.replaces)
+    lines.extend(['', 'Relies on:', ''])
+    lines.extend('* ``%s``' % ref.split(':', 1)[1] for ref in refs.relies_on)
+    return '\n'.join(lines) + '\n'
+
+
 def all_refs():
     """Every upstream function any mixin or the lock check looks at."""
     refs = list(LOCK_REFS)

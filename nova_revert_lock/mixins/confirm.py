@@ -32,6 +32,19 @@ Instance.old_flavor, new_flavor until necessary"), and its
 claim drop are still apart there, so the race is the same; the variant
 for that code (:class:`KeptFlavorsConfirmUnderLockMixin`) leaves the
 flavors to its ``confirm_resize``.
+
+Upstream functions (``mixins.REFS['confirm']``)
+-----------------------------------------------
+
+Replaces:
+
+* ``ComputeManager._confirm_resize``
+
+Relies on:
+
+* ``ComputeManager.confirm_resize``
+* ``ResourceTracker.drop_move_claim``
+* ``ResourceTracker._update_usage_from_migrations``
 """
 
 from nova.compute import power_state

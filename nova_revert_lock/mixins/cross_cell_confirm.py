@@ -28,6 +28,21 @@ The fix, as upstream's (21.1.1): the status change, the claim drop and
 the migration-context drop form one critical section, the tracker's
 ``drop_move_claim_at_source``, the same one the same-cell ``confirm``
 mixin uses.
+
+Upstream functions (``mixins.REFS['cross_cell_confirm']``)
+----------------------------------------------------------
+
+Replaces:
+
+* ``ComputeManager._confirm_snapshot_based_resize_at_source``
+
+Relies on:
+
+* ``ComputeManager.confirm_snapshot_based_resize_at_source``
+* ``ResourceTracker.drop_move_claim``
+* ``ResourceTracker._update_usage_from_migrations``
+* ``ConfirmResizeTask._cleanup_source_host``
+* ``ConfirmResizeTask._execute``
 """
 
 from oslo_log import log as logging

@@ -36,6 +36,25 @@ The fix, as upstream's (21.1.1):
   ``finish_revert_snapshot_based_resize_at_source`` ends, whether it
   succeeds or not, as the resource tracker reads them while the
   migration is in progress.
+
+Upstream functions (``mixins.REFS['cross_cell_revert']``)
+---------------------------------------------------------
+
+Replaces:
+
+* ``ComputeManager._revert_snapshot_based_resize_at_dest``
+* ``ComputeManager.finish_revert_snapshot_based_resize_at_source``
+* ``ComputeManager._finish_revert_snapshot_based_resize_at_source``
+
+Relies on:
+
+* ``ComputeManager.revert_snapshot_based_resize_at_dest``
+* ``ComputeManager._set_instance_info``
+* ``ResourceTracker.drop_move_claim``
+* ``ResourceTracker._update_usage_from_migrations``
+* ``Instance.revert_migration_context``
+* ``RevertResizeTask._update_instance_in_source_cell``
+* ``RevertResizeTask._execute``
 """
 
 from nova.compute import manager as nova_manager

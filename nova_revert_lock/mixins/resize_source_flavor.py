@@ -32,6 +32,21 @@ the one without the other. No lock is needed: the periodic task reads
 the instance from the database, and one save writes both. The
 destination's ``finish_resize`` stashes the same flavor again, so a
 destination on any release sees nothing new.
+
+Upstream functions (``mixins.REFS['resize_source_flavor']``)
+------------------------------------------------------------
+
+Replaces:
+
+* ``ComputeManager._resize_instance``
+
+Relies on:
+
+* ``ComputeManager.resize_instance``
+* ``ComputeManager._finish_resize``
+* ``ResourceTracker._update_usage_from_migrations``
+* ``ResourceTracker._update_usage_from_migration``
+* ``ResourceTracker._get_instance_type``
 """
 
 from nova.compute import manager as nova_manager

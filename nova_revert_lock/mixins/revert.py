@@ -23,6 +23,21 @@ new-flavor claim drop and the migration-context revert form one critical
 section under ``COMPUTE_RESOURCE_SEMAPHORE``, in upstream's order (the
 instance record last), so that a failure inside it never persists an
 instance whose NUMA topology and pinning are not its host's.
+
+Upstream functions (``mixins.REFS['revert']``)
+----------------------------------------------
+
+Replaces:
+
+* ``ComputeManager.revert_resize``
+
+Relies on:
+
+* ``ComputeManager.finish_revert_resize``
+* ``ComputeManager._finish_revert_resize``
+* ``ResourceTracker.drop_move_claim``
+* ``ResourceTracker._update_usage_from_migrations``
+* ``Instance.revert_migration_context``
 """
 
 from nova.compute import manager as nova_manager

@@ -69,6 +69,22 @@ instance has since moved on to another host or been deleted: such a
 migration is remembered as settled, so that a host with a history of
 reverts does not fetch those instances on every run. Drivers that cannot
 resize (Ironic) skip the look-up.
+
+Upstream functions (``mixins.REFS['source_window']``)
+-----------------------------------------------------
+
+Replaces:
+
+* ``ResourceTracker._update_available_resource``
+
+Relies on:
+
+* ``ResourceTracker._pair_instances_to_migrations``
+* ``ResourceTracker._update_usage_from_migrations``
+* ``ResourceTracker._update_usage_from_migration``
+* ``ResourceTracker._update_usage_from_instance``
+* ``ComputeManager.revert_resize``
+* ``ComputeManager.finish_revert_resize``
 """
 
 import collections

@@ -187,3 +187,17 @@ class InstalledReleaseTest(testtools.TestCase):
                     spec.name, live.outcome, live.series, listed.outcome,
                     listed.series))
         self.assertEqual([], wrong)
+
+
+class MixinModulesTest(testtools.TestCase):
+    """Each mixin module names its upstream functions in its docstring."""
+
+    def test_docstrings_name_the_refs(self):
+        import importlib
+        for name in mixins.REFS:
+            module = importlib.import_module('nova_revert_lock.mixins.%s'
+                                             % name)
+            self.assertIn(mixins.refs_section(name), module.__doc__,
+                          'regenerate the "Upstream functions" section of '
+                          'nova_revert_lock/mixins/%s.py with '
+                          'mixins.refs_section(%r)' % (name, name))
