@@ -16,8 +16,11 @@
 and decides on it, and the status endpoint serves it to the fleet audit.
 """
 
+import collections
+
 from nova_revert_lock.guard import decision
 from nova_revert_lock.guard import releases
+from nova_revert_lock import mixins as nrl_mixins
 
 #: the host is affected and the fixes that apply are composed
 PATCHED = 'patched'
@@ -32,6 +35,14 @@ REFUSED = 'refused'
 DISABLED = 'disabled'
 #: the states in which a host is protected
 PROTECTED = (PATCHED, ALREADY_FIXED)
+
+#: what a report says of one bug (:attr:`ActivationReport.bugs`): this
+#: Nova carries upstream's fix; this package's fix is applied; the feature
+#: does not exist here; or the host is open to it
+BUG_FIXED_UPSTREAM = 'fixed-upstream'
+BUG_PATCHED = 'patched'
+BUG_NOT_APPLICABLE = 'not-applicable'
+BUG_OPEN = 'open'
 
 
 class ActivationReport(object):
@@ -98,9 +109,49 @@ class ActivationReport(object):
         return [c.name for c in self.checks
                 if c.outcome == decision.NOT_APPLICABLE]
 
+    @property
+    def bugs(self):
+        """{bug: (what the host is to it, why)} for each bug of the family.
+
+        Per mixin of the bug (``mixins.BUGS``): applied, fixed upstream or
+        not applicable is covered; a mixin checked but left out, or not
+        checked at all (not configured, refused, disabled), leaves the
+        host open to the bug, and the reason says which.
+        """
+        by_name = dict((c.name, c) for c in self.checks)
+        out = collections.OrderedDict()
+        for bug, names in nrl_mixins.BUGS.items():
+            covered, fixed, absent, open_ = [], [], [], []
+            for name in names:
+                check = by_name.get(name)
+                if name in self.mixins:
+                    covered.append(name)
+                elif check is None:
+                    open_.append('%s not checked' % name)
+                elif check.outcome == decision.FIXED_UPSTREAM:
+                    fixed.append(name)
+                elif check.outcome == decision.NOT_APPLICABLE:
+                    absent.append(name)
+                else:
+                    open_.append('%s not applied (%s)' % (name,
+                                                          check.outcome))
+            if open_ and self.state != DISABLED:
+                out[bug] = (BUG_OPEN, '; '.join(open_))
+            elif open_:
+                out[bug] = (BUG_OPEN, 'disabled')
+            elif covered:
+                out[bug] = (BUG_PATCHED, ', '.join(covered))
+            elif fixed:
+                out[bug] = (BUG_FIXED_UPSTREAM, ', '.join(fixed))
+            else:
+                out[bug] = (BUG_NOT_APPLICABLE, ', '.join(absent))
+        return out
+
     def to_dict(self):
         return {
             'state': self.state,
+            'bugs': collections.OrderedDict(
+                (bug, status) for bug, (status, _why) in self.bugs.items()),
             'nova_version': self.nova_version,
             'series': self.series,
             'mixins': self.mixins,

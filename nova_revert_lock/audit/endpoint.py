@@ -45,9 +45,10 @@ def status_of(manager):
         ``series``, ``state``, ``mixins``, ``missing`` (the bug 1879878
         fixes configured out on a Nova that needs them: state
         ``incomplete``), ``activated_at`` (ISO 8601 UTC
-        or None) and the counters of :func:`nova_revert_lock.stats.snapshot`
-        (critical sections entered, longest lock hold in ms, errors), all
-        JSON-safe
+        or None), ``bugs`` (bug number -> ``patched``, ``fixed-upstream``,
+        ``not-applicable`` or ``open``) and the counters of
+        :func:`nova_revert_lock.stats.snapshot` (critical sections entered,
+        longest lock hold in ms, errors), all JSON-safe
     """
     report = getattr(manager, '_nrl_report', None)
     status = {
@@ -59,6 +60,7 @@ def status_of(manager):
         'mixins': [],
         'missing': [],
         'activated_at': None,
+        'bugs': {},
     }
     if report is not None:
         status.update({
@@ -68,6 +70,8 @@ def status_of(manager):
             'mixins': list(report.mixins),
             'missing': list(getattr(report, 'missing', ())),
             'activated_at': getattr(report, 'activated_at', None),
+            'bugs': dict((bug, status) for bug, (status, _why)
+                         in getattr(report, 'bugs', {}).items()),
         })
     status.update(stats.snapshot())
     return status

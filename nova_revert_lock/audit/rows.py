@@ -20,7 +20,8 @@ NOT_RUNNING = 'not running the extension'
 ROW_KEYS = ('host', 'cell', 'reachable', 'state', 'nova_version', 'series',
             'mixins', 'activated_at', 'critical_sections', 'max_lock_hold_ms',
             'critical_section_errors', 'error')
-_EXTRA_KEYS = ('rpc_version', 'missing', 'critical_sections_by_kind')
+_EXTRA_KEYS = ('rpc_version', 'missing', 'critical_sections_by_kind',
+               'bugs')
 
 
 def new_row(host, cell=None, **values):
@@ -48,6 +49,12 @@ def row_from_status(target, status):
 
 def protected(row):
     return bool(row['reachable']) and row['state'] in PROTECTED
+
+
+def open_bugs(row):
+    """The bugs a host reported itself open to, sorted (or [])."""
+    return sorted(bug for bug, status in (row.get('bugs') or {}).items()
+                  if status == 'open')
 
 
 def one_line(error):

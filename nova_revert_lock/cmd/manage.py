@@ -68,6 +68,9 @@ def format_check_table(report):
                      % ', '.join(report.fixed_upstream))
     if report.not_applied:
         lines.append('Not applied: %s' % ', '.join(report.not_applied))
+    lines.append('Bugs:      %s' % ('; '.join(
+        '%s %s%s' % (bug, status, ' (%s)' % why if status == 'open' else '')
+        for bug, (status, why) in report.bugs.items()) or '-'))
     if report.not_applicable:
         lines.append('Not applicable to this Nova: %s'
                      % ', '.join(report.not_applicable))

@@ -55,12 +55,14 @@ def format_table(rows):
         columns.append(('CELL', 'cell'))
     columns += [('REACHABLE', 'reachable'), ('STATE', 'state'),
                 ('NOVA', 'nova_version'), ('SERIES', 'series'),
-                ('MIXINS', 'mixins'), ('SECTIONS', 'critical_sections'),
+                ('MIXINS', 'mixins'), ('OPEN TO', audit_rows.open_bugs),
+                ('SECTIONS', 'critical_sections'),
                 ('MAX HOLD MS', 'max_lock_hold_ms'),
                 ('ERRORS', 'critical_section_errors'), ('NOTE', 'error')]
     table = [[title for title, _key in columns]]
     for row in rows:
-        table.append([_cell(row[key]) for _title, key in columns])
+        table.append([_cell(key(row) if callable(key) else row[key])
+                      for _title, key in columns])
     widths = [max(len(line[i]) for line in table)
               for i in range(len(columns))]
     out = []

@@ -138,6 +138,15 @@ BEYOND_UPSTREAM = frozenset(['source_window'])
 #: costs the host the fix for bug 1879878 or the other mixins.
 FAMILY = frozenset(['resize_source_flavor'])
 
+#: The Launchpad bug each mixin fixes, in the order reports list them.
+#: ``source_window`` closes a window no bug report names (beyond
+#: upstream): it is reported as a mixin, not as a bug.
+BUGS = collections.OrderedDict([
+    ('1879878', ('confirm', 'revert', 'cross_cell_confirm',
+                 'cross_cell_revert')),
+    ('1944759', ('resize_source_flavor',)),
+])
+
 #: The mixins admitted one by one (left out with a warning) rather than
 #: strictly (refusing the activation): every mixin but the 1879878 fixes.
 EXTRAS = BEYOND_UPSTREAM | FAMILY

@@ -124,6 +124,7 @@ class TestStatusEndpoint(testtools.TestCase):
             'mixins': ['confirm', 'revert'],
             'missing': [],
             'activated_at': '2020-06-01T12:00:00.000000Z',
+            'bugs': {},
             'critical_sections': 0,
             'critical_sections_by_kind': {},
             'max_lock_hold_ms': 0.0,
