@@ -39,7 +39,8 @@ Needs Python 3.8+, ``patch`` for ``--patched``, and network access to the
 package index; it never imports Nova::
 
     tools/survey_fingerprints.py 20.0.0-34.0.0 train-eol ussuri-eol \\
-        victoria-eol --git ../nova --patched train --patched ussuri --write
+        victoria-eol --git ../nova --patched train --patched ussuri \\
+        --patched ussuri-21.2.4 --write
 """
 
 import argparse
