@@ -20,7 +20,8 @@ each mixin and each fingerprint.
 (:mod:`nova_revert_lock.cmd.status`).
 
 ``nova-revert-lock support-matrix`` prints what ``check`` says of each
-mixin on every release the fingerprint table surveyed; it needs no Nova.
+mixin (``--by bug``: of each bug of the family) on every release the
+fingerprint table surveyed; it needs no Nova.
 
 Exit codes: 0 patched or already-fixed; 1 incomplete (a fix for bug
 1879878 that applies is configured out), refused, disabled, or Nova not
@@ -147,11 +148,11 @@ def cmd_check(args):
 def cmd_support_matrix(args):
     from nova_revert_lock.guard import matrix
     if args.format == 'json':
-        print(json.dumps(matrix.to_dict(), indent=2))
+        print(json.dumps(matrix.to_dict(by=args.by), indent=2))
     elif args.format == 'rst':
-        print(matrix.format_rst(), end='')
+        print(matrix.format_rst(by=args.by), end='')
     else:
-        print(matrix.format_text())
+        print(matrix.format_text(by=args.by))
     return EXIT_OK
 
 
@@ -179,6 +180,9 @@ def build_parser():
              'release and branch tip (needs no Nova)')
     support.add_argument('--format', choices=('table', 'json', 'rst'),
                          default='table')
+    support.add_argument('--by', choices=('mixin', 'bug'), default='mixin',
+                         help='a column per mixin (default), or per bug '
+                              'of the family')
     support.set_defaults(func=cmd_support_matrix)
     return parser
 

@@ -33,9 +33,10 @@ from nova_revert_lock import mixins
 _CM = 'nova.compute.manager:ComputeManager.'
 REF_A = _CM + 'revert_resize'
 REF_B = _CM + 'finish_revert_resize'
-DOC = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir,
-                   os.pardir, 'doc', 'source', 'reference',
-                   'support-matrix.rst')
+DOCS = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir,
+                    os.pardir, 'doc', 'source', 'reference')
+DOC = os.path.join(DOCS, 'support-matrix.rst')
+BUG_DOC = os.path.join(DOCS, 'bug-matrix.rst')
 
 
 def _checks(table, code):
@@ -162,6 +163,40 @@ class TableTest(testtools.TestCase):
             'doc/source/reference/support-matrix.rst is stale: run '
             '`nova-revert-lock support-matrix --format rst > '
             'doc/source/reference/support-matrix.rst`')
+
+    def test_generated_bug_page_is_current(self):
+        with open(BUG_DOC) as f:
+            committed = f.read()
+        self.assertEqual(
+            matrix.format_rst(by='bug'), committed,
+            'doc/source/reference/bug-matrix.rst is stale: run '
+            '`nova-revert-lock support-matrix --by bug --format rst > '
+            'doc/source/reference/bug-matrix.rst`')
+
+    def test_bug_verdicts(self):
+        # Open wins over everything (a mixin of the bug is on unknown
+        # code), then this package's fix, then upstream's.
+        def checks(*outcomes):
+            return dict(
+                ('m%d' % i, decision.MixinCheck('m%d' % i, outcome, []))
+                for i, outcome in enumerate(outcomes))
+        names = ['m0', 'm1']
+        self.assertEqual('open', matrix.bug_verdict(
+            checks(decision.MATCH, decision.UNKNOWN), names))
+        self.assertEqual('patched', matrix.bug_verdict(
+            checks(decision.MATCH, decision.NOT_APPLICABLE), names))
+        self.assertEqual('patched', matrix.bug_verdict(
+            checks(decision.FIXED_UPSTREAM, decision.MATCH), names))
+        self.assertEqual('fixed-upstream', matrix.bug_verdict(
+            checks(decision.FIXED_UPSTREAM, decision.NOT_APPLICABLE),
+            names))
+        self.assertEqual('not-applicable', matrix.bug_verdict(
+            checks(decision.NOT_APPLICABLE, decision.NOT_APPLICABLE),
+            names))
+
+    def test_bug_matrix_covers_every_bug(self):
+        for release, bugs in matrix.to_dict(by='bug').items():
+            self.assertEqual(list(mixins.BUGS), list(bugs), release)
 
 
 class InstalledReleaseTest(testtools.TestCase):
