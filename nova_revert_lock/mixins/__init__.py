@@ -180,12 +180,15 @@ VERIFIED = {
         '2025.1': ('31.3.1',),
         '2026.2': ('34.0.0',),
     },
-    # Tested on 20.6.1, 21.1.0 and 21.1.2; the ranges ship the same code
-    # for every function the mixin replaces or relies on (20.0.x do not:
-    # their _resize_instance differs).
+    # Tested on 20.6.1, 21.1.0, 21.1.2, 22.3.0, 23.1.0 and 24.0.0; the
+    # ranges ship the same code for every function the mixin replaces or
+    # relies on (20.0.x do not: their _resize_instance differs).
     'resize_source_flavor': {
         'train': ('20.1.0-20.6.1',),
         'ussuri': ('21.0.0-21.2.4',),
+        'victoria': ('22.0.0-22.3.0',),
+        'wallaby': ('23.0.0-23.1.0',),
+        'xena': ('24.0.0',),
     },
 }
 

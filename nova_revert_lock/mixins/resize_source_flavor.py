@@ -94,7 +94,7 @@ class SourceFlavorMixin(object):
             block_device_info = self._get_instance_block_device_info(
                 context, instance, bdms=bdms)
 
-            timeout, retry_interval = self._get_power_off_values(
+            timeout, retry_interval = self._nrl_power_off_values(
                 context, instance, clean_shutdown)
             disk_info = self.driver.migrate_disk_and_power_off(
                 context, instance, migration.dest_host,
@@ -132,6 +132,20 @@ class SourceFlavorMixin(object):
         self.network_api.migrate_instance_start(context, instance,
                                                 migration)
 
+    def _nrl_power_off_values(self, context, instance, clean_shutdown):
+        return self._get_power_off_values(context, instance, clean_shutdown)
+
+
+class VictoriaSourceFlavorMixin(SourceFlavorMixin):
+    """Victoria to Xena: ``_get_power_off_values`` takes no context.
+
+    (Xena 24.0.0 names the flavor argument ``flavor``; its
+    ``resize_instance`` passes it by position, as every release does.)
+    """
+
+    def _nrl_power_off_values(self, context, instance, clean_shutdown):
+        return self._get_power_off_values(instance, clean_shutdown)
+
 
 class TrainSourceFlavorMixin(SourceFlavorMixin):
     """Train's network API takes the migration as a primitive."""
@@ -148,4 +162,7 @@ SPEC = base.MixinSpec(
     implementations={
         'train': base.Implementation(manager=TrainSourceFlavorMixin),
         'ussuri': base.Implementation(manager=SourceFlavorMixin),
+        'victoria': base.Implementation(manager=VictoriaSourceFlavorMixin),
+        'wallaby': base.Implementation(manager=VictoriaSourceFlavorMixin),
+        'xena': base.Implementation(manager=VictoriaSourceFlavorMixin),
     })

@@ -32,9 +32,10 @@ runs them instead, so this module skips.
 Some of Nova's tests make a step fail by stubbing its method on Nova's
 ``ComputeManager`` (``test_resize_instance_fails_allocation_cleanup``
 stubs ``_resize_instance``). Where a mixin replaces that method the
-composed manager's own would hide the stub, so ``stub_out`` puts the
-stub on the composed manager too: the test then fails the step it means
-to fail, and checks Nova's clean-up around it.
+composed manager's own would hide the stub, so
+:meth:`~.base.ExtensionFixtureMixin.stub_out` puts the stub on the
+composed manager too: the test then fails the step it means to fail, and
+checks Nova's clean-up around it.
 
 On plain Nova 20.6.1 and 21.1.0 every selected test passes, so any
 failure here is the extension's.
@@ -43,7 +44,6 @@ failure here is the extension's.
 import re
 import unittest
 
-import fixtures
 import testtools
 
 from nova_revert_lock import activation
@@ -121,16 +121,3 @@ else:
             # bug 1944759: its mixin is among the default ones applied.
             self.assertIn('resize_source_flavor', report.mixins,
                           report.warnings)
-
-        def stub_out(self, old, new):
-            super(ServerMovingTests, self).stub_out(old, new)
-            prefix = 'nova.compute.manager.ComputeManager.'
-            report = getattr(self, 'activation_report', None)
-            composed = getattr(report, 'manager', None)
-            if composed is None or not old.startswith(prefix):
-                return
-            name = old[len(prefix):]
-            if getattr(composed, name, None) is not new:
-                # A mixin replaces the stubbed method: stub its override.
-                self.useFixture(fixtures.MockPatchObject(composed, name,
-                                                         new))
