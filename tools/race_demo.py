@@ -10,20 +10,29 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""The race, shown: plain Nova against the extension, side by side.
+"""The races, shown: plain Nova against the extension, side by side.
 
 Runs Nova's own in-process services (API, conductor, scheduler, placement
 fixture and two computes on the fake driver) from the installed ``nova``
-and drives N confirm and N revert cycles, each raced by the periodic task
-at the moment the migration turns ``confirmed``/``reverted``. Each mode
-runs in a fresh process; the parent prints one table per mode::
+and drives, per mode, N cycles of each race:
+
+``confirm``, ``revert`` (bug 1879878)
+    a resize confirmed or reverted, raced by the periodic task at the
+    moment the migration turns ``confirmed``/``reverted``;
+``resize`` (bug 1944759)
+    a resize raced by the source's periodic task where the source casts
+    ``finish_resize``, then confirmed.
+
+Each mode runs in a fresh process; the parent prints one table per mode::
 
     python -m tools.race_demo [--cycles N]
 
-A cycle "left wrong usage" if the periodic got into the window, or the
-host that gives the instance up does not read zero once the operation is
-done (confirm: the source; revert: the destination when it hands back to
-the source), or any host read below zero.
+A confirm or revert cycle "left wrong usage" if the periodic got into the
+window, or the host that gives the instance up does not read zero once
+the operation is done (confirm: the source; revert: the destination when
+it hands back to the source), or any host read below zero. A resize cycle
+left wrong usage if the source did not count the old flavor at the cast,
+or does not read zero after the confirm, or any host read below zero.
 
 Run from a checkout, never installed (see :mod:`tools.bench`); ``tox -e
 demo`` and ``tools/demo`` run it.
@@ -37,12 +46,16 @@ import sys
 import time
 
 MODES = ('plain', 'extension')
+#: the rows of a table: cycle kind and the bug it races
+KINDS = (('confirm', '1879878'), ('revert', '1879878'),
+         ('resize', '1944759'))
 
 
 def _run_mode(mode, cycles):
     """Child process: run the cycles in one mode, print one JSON line."""
     import unittest
 
+    from nova.compute import rpcapi as compute_rpcapi
     from nova.tests.functional import integrated_helpers
 
     from nova_revert_lock.tests.functional import base
@@ -59,6 +72,7 @@ def _run_mode(mode, cycles):
                 if self.activation_report else 'not activated')
             results['confirm'] = self._cycles('confirm')
             results['revert'] = self._cycles('revert')
+            results['resize'] = self._resize_cycles()
 
         def _cycles(self, kind):
             wrong, lowest = 0, None
@@ -93,6 +107,42 @@ def _run_mode(mode, cycles):
             self._delete(server)
             return {'cycles': cycles, 'wrong': wrong, 'lowest': lowest}
 
+        def _resize_cycles(self):
+            """Bug 1944759: the source's periodic at the finish_resize cast."""
+            wrong, lowest = 0, None
+            test, at_cast = self, {}
+            orig_cast = compute_rpcapi.ComputeAPI.finish_resize
+
+            def finish_resize(rpcapi, ctxt, instance, migration, *a, **kw):
+                host = migration.source_compute
+                test.run_periodic(host)
+                at_cast[host] = test.vcpus_used(host)
+                return orig_cast(rpcapi, ctxt, instance, migration, *a, **kw)
+
+            self.stub_out('nova.compute.rpcapi.ComputeAPI.finish_resize',
+                          finish_resize)
+            server = self._boot(self.flavor_small)
+            flavors = [(self.flavor_large, 1), (self.flavor_small, 2)]
+            for i in range(cycles):
+                at_cast.clear()
+                source = self._host_of(server)
+                flavor, old_vcpus = flavors[i % 2]
+                server = self.resize(server, flavor)
+                server = self.confirm(server)
+                held = at_cast.get(source)
+                after = self.vcpus_used(source)
+                seen = [after] + [self.vcpus_used(h) for h in self.hosts]
+                if held is not None:
+                    seen.append(held)
+                low = min(seen)
+                lowest = low if lowest is None else min(lowest, low)
+                if held != old_vcpus or after != 0 or low < 0:
+                    wrong += 1
+                for host in self.hosts:
+                    self.run_periodic(host)
+            self._delete(server)
+            return {'cycles': cycles, 'wrong': wrong, 'lowest': lowest}
+
         def _delete(self, server):
             self.admin_api.delete_server(server['id'])
             self._wait_gone(server['id'])
@@ -116,13 +166,14 @@ def _table(mode, data):
         data.get('nova_version', '')) + (
         ' (activation: %s)' % data['activation']
         if mode == 'extension' else ''),
-        '  %-9s %7s %26s %13s' % ('operation', 'cycles',
-                                  'cycles left wrong usage', 'lowest usage'),
+        '  %-9s %-8s %7s %26s %13s' % ('operation', 'bug', 'cycles',
+                                       'cycles left wrong usage',
+                                       'lowest usage'),
     ]
-    for kind in ('confirm', 'revert'):
+    for kind, bug in KINDS:
         row = data[kind]
-        lines.append('  %-9s %7d %26d %13s' % (
-            kind, row['cycles'], row['wrong'], row['lowest']))
+        lines.append('  %-9s %-8s %7d %26d %13s' % (
+            kind, bug, row['cycles'], row['wrong'], row['lowest']))
     return '\n'.join(lines)
 
 
@@ -130,7 +181,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('--cycles', type=int,
                         default=int(os.environ.get('NRL_DEMO_CYCLES', 5)),
-                        help='confirm and revert cycles per mode '
+                        help='cycles of each race per mode '
                              '(default 5)')
     parser.add_argument('--run', choices=MODES, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -141,9 +192,9 @@ def main(argv=None):
 
     from nova_revert_lock.guard import releases
     version = releases.installed_nova_version()
-    print('nova-revert-lock demo: Nova %s, %d confirm and %d revert cycles '
-          'per mode, each raced by the periodic task' % (
-              version, args.cycles, args.cycles))
+    print('nova-revert-lock demo: Nova %s, %d cycles of each race per '
+          'mode (confirm, revert: bug 1879878; resize: bug 1944759)' % (
+              version, args.cycles))
     status = 0
     for mode in MODES:
         start = time.time()
