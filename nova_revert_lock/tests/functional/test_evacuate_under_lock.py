@@ -111,12 +111,11 @@ class _EvacuateScenario(object):
         self.race_for = None
 
     def _stub_images(self):
-        try:
-            from nova.tests.unit.image import fake as fake_image
-        except ImportError:
-            # Wallaby and later: a fixture instead.
+        if hasattr(nova_fixtures, 'GlanceFixture'):
+            # Victoria 22.1.0 and later: a fixture.
             self.useFixture(nova_fixtures.GlanceFixture(self))
             return
+        from nova.tests.unit.image import fake as fake_image
         fake_image.stub_out_image_service(self)
         self.addCleanup(fake_image.FakeImageService_reset)
 
@@ -204,8 +203,10 @@ class _EvacuateScenario(object):
         hooks.wrap(self, 'nova.objects.Instance.save', instance_save)
         hooks.wrap(self, 'nova.objects.InstanceList.get_by_host_and_node',
                    get_instances)
-        hooks.wrap(self, 'nova.objects.MigrationList.'
-                   'get_in_progress_by_host_and_node', get_migrations)
+        # Victoria and later list the in-progress and 'error' migrations.
+        hooks.wrap(self, 'nova.objects.MigrationList.%s' % (
+            'get_in_progress_and_error' if base.lists_error_migrations()
+            else 'get_in_progress_by_host_and_node'), get_migrations)
         hooks.wrap(self, 'nova.objects.Migration.save', migration_save)
 
     def _wait_for(self, event):
