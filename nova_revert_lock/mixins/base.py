@@ -187,8 +187,9 @@ def calls(ref, name, nested=False):
     """
     func = fingerprints.resolve(ref)
     func = getattr(func, '__func__', func)
-    while hasattr(func, '__wrapped__'):
-        func = func.__wrapped__
+    inner = fingerprints.inner_function(func)
+    while inner is not None:
+        func, inner = inner, fingerprints.inner_function(inner)
     codes = [func.__code__]
     while codes:
         code = codes.pop()

@@ -34,13 +34,16 @@ class ReportBugsTest(testtools.TestCase):
     def test_patched_affected_host(self):
         outcomes = dict((n, decision.MATCH) for n in CORE)
         outcomes['resize_source_flavor'] = decision.MATCH
+        outcomes['evacuate_under_lock'] = decision.MATCH
         report = _report(nrl_report.PATCHED, list(outcomes), outcomes)
-        self.assertEqual({'1879878': 'patched', '1944759': 'patched'},
+        self.assertEqual({'1879878': 'patched', '1944759': 'patched',
+                          '1896463': 'patched'},
                          dict(report.to_dict()['bugs']))
 
     def test_fixed_upstream_and_open_sibling(self):
-        # 22.0.0: 1879878 fixed upstream, 1944759 affected but its code
-        # unknown to this package: the host is open to it, and says why.
+        # 22.0.0: 1879878 fixed upstream, 1944759 (and 1896463) affected
+        # but its code unknown to this package: the host is open to it,
+        # and says why.
         outcomes = dict((n, decision.FIXED_UPSTREAM) for n in CORE)
         outcomes['resize_source_flavor'] = decision.UNKNOWN
         report = _report(nrl_report.ALREADY_FIXED, [], outcomes)
@@ -73,22 +76,25 @@ class ReportBugsTest(testtools.TestCase):
         report = nrl_report.ActivationReport(nrl_report.DISABLED, '21.1.0')
         self.assertEqual(
             {'1879878': (nrl_report.BUG_OPEN, 'disabled'),
-             '1944759': (nrl_report.BUG_OPEN, 'disabled')},
+             '1944759': (nrl_report.BUG_OPEN, 'disabled'),
+             '1896463': (nrl_report.BUG_OPEN, 'disabled')},
             dict(report.bugs))
 
     def test_status_endpoint_and_rows_carry_bugs(self):
         outcomes = dict((n, decision.FIXED_UPSTREAM) for n in CORE)
         outcomes['resize_source_flavor'] = decision.UNKNOWN
+        outcomes['evacuate_under_lock'] = decision.UNKNOWN
 
         class Manager(object):
             host = 'host1'
             _nrl_report = _report(nrl_report.ALREADY_FIXED, [], outcomes)
 
         status = endpoint.status_of(Manager())
-        self.assertEqual({'1879878': 'fixed-upstream', '1944759': 'open'},
+        self.assertEqual({'1879878': 'fixed-upstream', '1944759': 'open',
+                          '1896463': 'open'},
                          status['bugs'])
         row = rows.row_from_status(_Target(), status)
-        self.assertEqual(['1944759'], rows.open_bugs(row))
+        self.assertEqual(['1896463', '1944759'], rows.open_bugs(row))
         self.assertEqual([], rows.open_bugs(rows.new_row('host2')))
 
 

@@ -1,0 +1,290 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Finish an evacuation on the destination under the tracker's lock.
+
+Nova bug 1896463, a sibling of bug 1879878. Runs on the evacuation's
+destination host.
+
+Affected Nova's ``rebuild_instance`` ends an evacuation outside
+``COMPUTE_RESOURCE_SEMAPHORE``: it applies the migration context, saves
+``instance.host`` and ``instance.node`` pointing at this host, drops the
+migration context and only then marks the migration ``done``. The
+destination's ``update_available_resource`` reads the node's instances
+(by ``instance.host``) and later its in-progress migrations. A periodic
+task that reads the instances before the save and the migrations after
+the status change counts the evacuated instance nowhere: it frees the
+instance's PCI devices (they show no owner) and, with dedicated CPUs,
+its pinning, and the node's usage drops by the whole instance until the
+next periodic task. Upstream's reproducer shows the PCI allocation
+deleted.
+
+The fix, as upstream's (7675964af8, Nova 21.2.0, 22.1.0, 23.0.0, and
+the train-eol tip): the four steps run as one critical section of the
+tracker, under the semaphore taken exactly as the installed tracker takes
+it (plain on Train, fair from Ussuri on). A periodic task then sees the
+instance either still incoming (its migration in progress, its context
+set) or on this host with no migration: counted once either way. The
+tracker method is named ``_nrl_finish_evacuation``, so that it never
+shadows upstream's ``finish_evacuation``; where the code carries
+upstream's fix the mixin stands aside anyway.
+
+Upstream functions (``mixins.REFS['evacuate_under_lock']``)
+-----------------------------------------------------------
+
+Replaces:
+
+* ``ComputeManager.rebuild_instance``
+
+Relies on:
+
+* ``ComputeManager._do_rebuild_instance_with_claim``
+* ``ComputeManager._set_migration_status``
+* ``ResourceTracker.rebuild_claim``
+* ``ResourceTracker.delete_allocation_for_evacuated_instance``
+* ``ResourceTracker._update_usage_from_migrations``
+* ``Instance.apply_migration_context``
+"""
+
+from nova.compute import claims
+from nova.compute import manager as nova_manager
+from nova import exception
+from nova import objects
+from oslo_log import log as logging
+import oslo_messaging as messaging
+
+from nova_revert_lock import locking
+from nova_revert_lock.mixins import base
+
+LOG = logging.getLogger(__name__)
+
+
+class EvacuationTracker(object):
+    """Tracker side: the end of an evacuation as one critical section."""
+
+    @locking.under_compute_resource_semaphore
+    def _nrl_finish_evacuation(self, instance, node, migration):
+        """Move the evacuated instance onto this host and end its move.
+
+        Same steps and states as upstream's ``finish_evacuation``: the
+        migration context is applied, the instance saved with this host
+        and ``node``, the context dropped, then the migration marked
+        ``done``. Runs under ``COMPUTE_RESOURCE_SEMAPHORE`` (applied when
+        the tracker class is composed), so that the periodic task never
+        sees one step without the others. Calls no synchronized tracker
+        method: the lock is not reentrant.
+
+        :param instance: the evacuated Instance
+        :param node: this host's node the instance was rebuilt on
+        :param migration: the evacuation's Migration, or None
+        """
+        instance.apply_migration_context()
+        # The save moves host and node to this host: from here on the
+        # periodic task counts the instance as one of the node's.
+        instance.host = self.host
+        instance.node = node
+        instance.save()
+        instance.drop_migration_context()
+        # Only now that the instance belongs here: no in-progress
+        # migration is left to count it by.
+        if migration:
+            migration.status = 'done'
+            migration.save()
+
+
+class EvacuateUnderLockMixin(object):
+    """Manager side: ``rebuild_instance`` finishing under the lock.
+
+    Ussuri's ``rebuild_instance``; :class:`TrainEvacuateUnderLockMixin`
+    adapts the two steps Train does otherwise.
+    """
+
+    @messaging.expected_exceptions(exception.PreserveEphemeralNotSupported)
+    @nova_manager.wrap_exception()
+    @nova_manager.reverts_task_state
+    @nova_manager.wrap_instance_event(prefix='compute')
+    @nova_manager.wrap_instance_fault
+    def rebuild_instance(self, context, instance, orig_image_ref, image_ref,
+                         injected_files, new_pass, orig_sys_metadata,
+                         bdms, recreate, on_shared_storage,
+                         preserve_ephemeral, migration,
+                         scheduled_node, limits, request_spec):
+        """Destroy and re-make this instance (rebuild or evacuation).
+
+        Same steps, notifications and states as upstream's, except that a
+        successful rebuild ends in the tracker's
+        ``_nrl_finish_evacuation``: host, node, migration context and
+        migration status change under ``COMPUTE_RESOURCE_SEMAPHORE``.
+        ``recreate`` True means an evacuation to this host.
+        """
+        evacuate = recreate
+        context = context.elevated()
+
+        if evacuate:
+            LOG.info("Evacuating instance", instance=instance)
+        else:
+            LOG.info("Rebuilding instance", instance=instance)
+
+        if evacuate:
+            # An evacuation to a new host claims resources there.
+            rebuild_claim = self.rt.rebuild_claim
+        else:
+            # A rebuild stays on this host, where the instance is counted.
+            rebuild_claim = claims.NopClaim
+
+        if image_ref:
+            image_meta = objects.ImageMeta.from_image_ref(
+                context, self.image_api, image_ref)
+        elif evacuate:
+            # An evacuation keeps the image stashed in system_metadata.
+            image_meta = instance.image_meta
+        else:
+            image_meta = objects.ImageMeta()
+
+        # An evacuation moves the instance to this host's node.
+        if not scheduled_node:
+            if evacuate:
+                try:
+                    compute_node = self._get_compute_info(context, self.host)
+                    scheduled_node = compute_node.hypervisor_hostname
+                except exception.ComputeHostNotFound:
+                    LOG.exception('Failed to get compute_info for %s',
+                                  self.host)
+            else:
+                scheduled_node = instance.node
+
+        allocs = self.reportclient.get_allocations_for_consumer(
+            context, instance.uuid)
+
+        with self._nrl_error_out_on_rebuild(context, instance):
+            try:
+                self._nrl_rebuild_with_claim(
+                    context, instance, orig_image_ref, image_meta,
+                    injected_files, new_pass, orig_sys_metadata, bdms,
+                    evacuate, on_shared_storage, preserve_ephemeral,
+                    migration, request_spec, allocs, rebuild_claim,
+                    scheduled_node, limits)
+            except (exception.ComputeResourcesUnavailable,
+                    exception.RescheduledException) as e:
+                if isinstance(e, exception.ComputeResourcesUnavailable):
+                    LOG.debug("Could not rebuild instance on this host, not "
+                              "enough resources available.", instance=instance)
+                else:
+                    # The late server group policy check failed; there is
+                    # no reschedule for a rebuild: abort.
+                    LOG.debug("Could not rebuild instance on this host, "
+                              "late server group check failed.",
+                              instance=instance)
+                # The migration record stays, for a later clean-up.
+                self._set_migration_status(migration, 'failed')
+                # The claim failed: remove the destination's allocation
+                # (only an evacuation claims, so this is one).
+                self.rt.delete_allocation_for_evacuated_instance(
+                    context, instance, scheduled_node, node_type='destination')
+                self._notify_instance_rebuild_error(context, instance, e, bdms)
+                raise self._nrl_build_abort(instance, e)
+            except (exception.InstanceNotFound,
+                    exception.UnexpectedDeletingTaskStateError) as e:
+                LOG.debug('Instance was deleted while rebuilding',
+                          instance=instance)
+                self._set_migration_status(migration, 'failed')
+                self._notify_instance_rebuild_error(context, instance, e, bdms)
+            except Exception as e:
+                self._set_migration_status(migration, 'failed')
+                if evacuate or scheduled_node is not None:
+                    self.rt.delete_allocation_for_evacuated_instance(
+                        context, instance, scheduled_node,
+                        node_type='destination')
+                self._notify_instance_rebuild_error(context, instance, e, bdms)
+                raise
+            else:
+                # NOTE: host, node, migration context and migration status
+                # change as one critical section of the tracker, so that
+                # the periodic task counts the instance once (bug 1896463).
+                self.rt._nrl_finish_evacuation(instance, scheduled_node,
+                                               migration)
+
+    def _nrl_error_out_on_rebuild(self, context, instance):
+        """The context that puts the instance in ERROR on failure.
+
+        Ussuri keeps the vm_state if the rebuild fails before the guest
+        is touched (the claim or the group policy check).
+        """
+        return self._error_out_instance_on_exception(
+            context, instance, instance_state=instance.vm_state)
+
+    def _nrl_rebuild_with_claim(self, context, instance, orig_image_ref,
+                                image_meta, injected_files, new_pass,
+                                orig_sys_metadata, bdms, evacuate,
+                                on_shared_storage, preserve_ephemeral,
+                                migration, request_spec, allocs,
+                                rebuild_claim, scheduled_node, limits):
+        """Ussuri claims inside ``_do_rebuild_instance_with_claim``."""
+        self._do_rebuild_instance_with_claim(
+            context, instance, orig_image_ref, image_meta, injected_files,
+            new_pass, orig_sys_metadata, bdms, evacuate, on_shared_storage,
+            preserve_ephemeral, migration, request_spec, allocs,
+            rebuild_claim, scheduled_node, limits)
+
+    @staticmethod
+    def _nrl_build_abort(instance, e):
+        """The exception a failed claim ends the rebuild with.
+
+        Ussuri wraps it in InstanceFaultRollback, so that the vm_state is
+        kept.
+        """
+        return exception.InstanceFaultRollback(
+            inner_exception=exception.BuildAbortException(
+                instance_uuid=instance.uuid, reason=e.format_message()))
+
+
+class TrainEvacuateUnderLockMixin(EvacuateUnderLockMixin):
+    """Manager side on Train.
+
+    Train claims before ``_do_rebuild_instance_with_claim`` and puts the
+    instance in ERROR whatever fails.
+    """
+
+    def _nrl_error_out_on_rebuild(self, context, instance):
+        return self._error_out_instance_on_exception(context, instance)
+
+    def _nrl_rebuild_with_claim(self, context, instance, orig_image_ref,
+                                image_meta, injected_files, new_pass,
+                                orig_sys_metadata, bdms, evacuate,
+                                on_shared_storage, preserve_ephemeral,
+                                migration, request_spec, allocs,
+                                rebuild_claim, scheduled_node, limits):
+        claim_ctxt = rebuild_claim(
+            context, instance, scheduled_node, allocs,
+            limits=limits, image_meta=image_meta, migration=migration)
+        self._do_rebuild_instance_with_claim(
+            claim_ctxt, context, instance, orig_image_ref, image_meta,
+            injected_files, new_pass, orig_sys_metadata, bdms, evacuate,
+            on_shared_storage, preserve_ephemeral, migration, request_spec,
+            allocs)
+
+    @staticmethod
+    def _nrl_build_abort(instance, e):
+        return exception.BuildAbortException(
+            instance_uuid=instance.uuid, reason=e.format_message())
+
+
+SPEC = base.MixinSpec(
+    name='evacuate_under_lock',
+    summary='evacuate (destination): host, node, migration context and '
+            'status under COMPUTE_RESOURCE_SEMAPHORE (bug 1896463)',
+    implementations={
+        'train': base.Implementation(
+            manager=TrainEvacuateUnderLockMixin, tracker=EvacuationTracker),
+        'ussuri': base.Implementation(
+            manager=EvacuateUnderLockMixin, tracker=EvacuationTracker),
+    })
