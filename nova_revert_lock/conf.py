@@ -28,7 +28,8 @@ GROUP = cfg.OptGroup(
 #: keeps it equal to the ``nova_revert_lock.compute_mixins`` entry points.
 SHIPPED_MIXINS = ['confirm', 'revert', 'cross_cell_confirm',
                   'cross_cell_revert', 'source_window',
-                  'resize_source_flavor', 'evacuate_under_lock']
+                  'resize_source_flavor', 'incoming_migration_context',
+                  'evacuate_under_lock']
 
 OPTS = [
     cfg.BoolOpt(

@@ -96,6 +96,18 @@ REFS = collections.OrderedDict([
                    _RT + '_update_usage_from_migrations',
                    _RT + '_update_usage_from_migration',
                    _RT + '_get_instance_type'))),
+    # Bugs 1953359 and 1952915: the destination applies the migration
+    # context of an incoming resize, in memory, before the periodic task
+    # counts the node's instances (mixins/incoming_migration_context.py).
+    # Upstream's periodic body lists the instances with their migration
+    # context and counts them, without saving, before it reads the
+    # migrations; finish_resize applies the same context for good.
+    ('incoming_migration_context', Refs(
+        replaces=(_RT + '_update_usage_from_instances',),
+        relies_on=(_RT + '_update_available_resource',
+                   _RT + '_update_usage_from_instance',
+                   _INSTANCE + 'apply_migration_context',
+                   _CM + '_finish_resize'))),
     # Bug 1896463, a sibling race: the evacuation's destination moves the
     # instance onto itself, drops the migration context and marks the
     # migration done under the tracker's lock
@@ -129,6 +141,9 @@ FIXED_WHEN = {
         'drop_move_claim_at_dest'),
     # b841e55321: the source's _resize_instance sets old_flavor itself.
     'resize_source_flavor': Calls(_CM + '_resize_instance', 'old_flavor'),
+    # 32c1044d86: the periodic body applies incoming migration contexts.
+    'incoming_migration_context': Calls(
+        _RT + '_update_available_resource', 'apply_migration_context'),
     # 7675964af8: rebuild_instance ends in the tracker's finish_evacuation.
     'evacuate_under_lock': Calls(_CM + 'rebuild_instance',
                                  'finish_evacuation'),
@@ -150,11 +165,14 @@ APPLIES_FROM = {
 BEYOND_UPSTREAM = frozenset(['source_window'])
 
 #: Fixes of the sibling races of bug 1879878 that upstream fixed later
-#: (bug 1944759). They stand aside where the code carries upstream's fix,
-#: like the core mixins, but are admitted like the mixins beyond upstream:
+#: (bugs 1944759, 1953359). They stand aside where the code carries
+#: upstream's fix, like the core mixins, but are admitted like the mixins
+#: beyond upstream:
 #: whatever keeps one out leaves it out alone, with a warning, and never
 #: costs the host the fix for bug 1879878 or the other mixins.
-FAMILY = frozenset(['resize_source_flavor', 'evacuate_under_lock'])
+FAMILY = frozenset(['resize_source_flavor',
+                    'incoming_migration_context',
+                    'evacuate_under_lock'])
 
 #: The Launchpad bug each mixin fixes, in the order reports list them.
 #: ``source_window`` closes a window no bug report names (beyond
@@ -163,6 +181,7 @@ BUGS = collections.OrderedDict([
     ('1879878', ('confirm', 'revert', 'cross_cell_confirm',
                  'cross_cell_revert')),
     ('1944759', ('resize_source_flavor',)),
+    ('1953359', ('incoming_migration_context',)),
     ('1896463', ('evacuate_under_lock',)),
 ])
 
@@ -216,6 +235,14 @@ VERIFIED = {
     'evacuate_under_lock': {
         'train': ('20.0.0-20.6.1',),
         'ussuri': ('21.0.0-21.1.2',),
+    },
+    # Tested on 20.6.1, 21.1.0 and 21.1.2; every function it replaces or
+    # relies on is the same code in all of Train (train-eol included) and
+    # in 21.0.0-21.2.4 (ussuri-eol carries upstream's fix). Victoria
+    # 22.0.0-22.3.0 list 'error' migrations too: not verified there.
+    'incoming_migration_context': {
+        'train': ('20.0.0-20.6.1', '20.6.1+patches', 'train-eol'),
+        'ussuri': ('21.0.0-21.2.4', '21.1.0+patches'),
     },
 }
 

@@ -10,7 +10,10 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""The family mixins: sibling races upstream fixed later (bug 1944759).
+"""The family mixins: sibling races upstream fixed later.
+
+Bug 1944759 (``resize_source_flavor``) and bugs 1953359 / 1952915
+(``incoming_migration_context``).
 
 They stand aside where the code carries upstream's fix, like the fixes
 for bug 1879878, but are admitted like the mixins beyond upstream: one
@@ -31,6 +34,7 @@ from nova_revert_lock.guard import fingerprint_table
 from nova_revert_lock.guard import releases
 from nova_revert_lock import mixins
 from nova_revert_lock.mixins import base
+from nova_revert_lock.mixins import incoming_migration_context
 from nova_revert_lock.mixins import resize_source_flavor
 
 NAME = 'resize_source_flavor'
@@ -193,3 +197,223 @@ class LiveGuardTest(test_base.BaseTestCase):
         self.assertNotIn(NAME, report.mixins)
         self.assertIn(NAME, report.fixed_upstream)
         self.assertNotIn(NAME, report.not_applied)
+
+
+# -- bugs 1953359 / 1952915: incoming_migration_context ----------------------
+
+INCOMING = 'incoming_migration_context'
+USAGE_FROM_INSTANCES = ('nova.compute.resource_tracker:'
+                        'ResourceTracker._update_usage_from_instances')
+
+
+def installed_has_incoming_fix():
+    """From the version: the releases upstream's fix 32c1044d86 is in."""
+    version = releases.installed_nova_version()
+    key = tuple(int(p) for p in version.split('.')[:3])
+    return (key >= (22, 4, 0) and
+            not ((23, 0, 0) <= key < (23, 2, 0)) and
+            not ((24, 0, 0) <= key < (24, 1, 0)))
+
+
+class IncomingDeclarationsTest(test_base.BaseTestCase):
+
+    def test_family_and_shipped(self):
+        self.assertIn(INCOMING, mixins.FAMILY)
+        self.assertNotIn(INCOMING, mixins.BEYOND_UPSTREAM)
+        self.assertIn(INCOMING, nrl_conf.SHIPPED_MIXINS)
+        self.assertEqual(('incoming_migration_context',),
+                         mixins.BUGS['1953359'])
+        spec = incoming_migration_context.SPEC
+        self.assertTrue(spec.extra)
+        self.assertEqual(sorted(mixins.VERIFIED[INCOMING]),
+                         sorted(spec.implementations))
+
+    def test_after_source_window_in_the_defaults(self):
+        # Both are tracker mixins; the periodic body source_window runs
+        # calls this mixin's _update_usage_from_instances. A mixin that
+        # replaces that method without calling super must come later.
+        shipped = nrl_conf.SHIPPED_MIXINS
+        self.assertLess(shipped.index('source_window'),
+                        shipped.index(INCOMING))
+
+    def test_fix_recognised_where_upstream_has_it(self):
+        marker = mixins.FIXED_WHEN[INCOMING]
+        self.assertIn(marker.ref, mixins.REFS[INCOMING].relies_on)
+        fixed = fingerprint_table.CALLS[marker.ref][marker.name]
+        for release in ('ussuri-eol', '22.4.0', '23.2.0', '24.1.0',
+                        '25.0.0', '31.3.1', '34.0.0'):
+            self.assertIn(release, fixed)
+        for release in ('20.6.1', 'train-eol', '21.1.0', '21.1.2',
+                        '21.2.4', '22.3.0', '23.1.0', '24.0.0'):
+            self.assertNotIn(release, fixed)
+
+    def test_support_matrix_outcomes(self):
+        expected = {
+            '20.0.0': decision.MATCH, '20.6.1': decision.MATCH,
+            'train-eol': decision.MATCH, '21.1.0': decision.MATCH,
+            '21.1.2': decision.MATCH, '21.2.4': decision.MATCH,
+            'ussuri-eol': decision.FIXED_UPSTREAM,
+            '22.4.0': decision.FIXED_UPSTREAM,
+            '31.3.1': decision.FIXED_UPSTREAM,
+            # affected, but its periodic body is code nobody tested
+            '22.3.0': decision.UNKNOWN,
+        }
+        found = {label: decision.check_release(INCOMING, label).outcome
+                 for label in expected}
+        self.assertEqual(expected, found)
+
+
+class IncomingLiveGuardTest(LiveGuardTest):
+
+    def test_outcome_on_installed_nova(self):
+        check = incoming_migration_context.SPEC.check()
+        if installed_has_incoming_fix():
+            self.assertEqual(base.FIXED_UPSTREAM, check.outcome)
+        else:
+            self.assertEqual(base.MATCH, check.outcome, check.problems)
+
+    def test_unknown_code_is_left_out_with_a_warning(self):
+        if installed_has_incoming_fix():
+            self.skipTest('the installed Nova carries the fix for 1953359')
+        before = self._evaluate()
+        self.assertIn(INCOMING, before.mixins)
+        table = dict(fingerprint_table.FINGERPRINTS)
+        table.pop(USAGE_FROM_INSTANCES)
+        self.useFixture(fixtures.MockPatchObject(
+            fingerprint_table, 'FINGERPRINTS', table))
+        for choice in ('fail', 'warn'):
+            report = self._evaluate(on_unknown_code=choice)
+            self.assertEqual(before.state, report.state)
+            self.assertEqual([m for m in before.mixins if m != INCOMING],
+                             report.mixins)
+            self.assertEqual([], report.problems)
+            self.assertEqual([INCOMING], report.not_applied)
+            self.assertIn('%s not applied' % INCOMING, report.warnings[0])
+            self.assertIn('_update_usage_from_instances',
+                          report.warnings[0])
+
+    def test_stands_aside_on_fixed_nova(self):
+        if not installed_has_incoming_fix():
+            self.skipTest('the installed Nova lacks the fix for 1953359')
+        report = self._evaluate()
+        self.assertNotIn(INCOMING, report.mixins)
+        self.assertIn(INCOMING, report.fixed_upstream)
+        self.assertNotIn(INCOMING, report.not_applied)
+
+    # The 1944759 cases do not concern this mixin.
+    test_overriding_manager_leaves_it_out = None
+    test_alone_on_affected_nova = None
+
+
+class _Counted(object):
+    """Stands in for upstream's _update_usage_from_instances."""
+
+    def _update_usage_from_instances(self, context, instances, nodename):
+        self.counted = dict((i.uuid, i.numa_topology) for i in instances)
+        return 'upstream'
+
+
+class IncomingConditionTest(test_base.BaseTestCase):
+    """Upstream's condition: an in-progress migration to this host/node.
+
+    The migrations are what ``get_in_progress_by_host_and_node`` returns
+    (Nova's query: 'reverted', 'confirmed', 'error'... are not listed);
+    the functional tests run the whole periodic task on Nova.
+    """
+
+    HOST, NODE = 'host1', 'node1'
+
+    def setUp(self):
+        super(IncomingConditionTest, self).setUp()
+        from nova import objects
+        objects.register_all()
+        self.objects = objects
+
+        class Tracker(incoming_migration_context.
+                      IncomingMigrationContextTracker, _Counted):
+            host = self.HOST
+
+        self.tracker = Tracker()
+        self.old = self._topology(0)
+        self.new = self._topology(2)
+
+    def _topology(self, first):
+        objects = self.objects
+        return objects.InstanceNUMATopology(cells=[
+            objects.InstanceNUMACell(id=0, cpuset=set([0, 1]), memory=512,
+                                     cpu_pinning={0: first, 1: first + 1})])
+
+    def _instance(self, uuid, migration_id=None):
+        objects = self.objects
+        instance = objects.Instance(uuid=uuid, host=self.HOST,
+                                    node=self.NODE, numa_topology=self.old,
+                                    migration_context=None)
+        if migration_id is not None:
+            instance.migration_context = objects.MigrationContext(
+                instance_uuid=uuid, migration_id=migration_id,
+                old_numa_topology=self.old, new_numa_topology=self.new)
+        return instance
+
+    def _migration(self, uuid, source, dest, status='post-migrating',
+                   dest_node=None, source_node=None):
+        return self.objects.Migration(
+            id=7, uuid='0e0b5d69-3a8f-4d3c-a2a6-3d7b0e7b4b5f',
+            instance_uuid=uuid, source_compute=source, dest_compute=dest,
+            source_node=source_node or source.replace('host', 'node'),
+            dest_node=dest_node or dest.replace('host', 'node'),
+            status=status)
+
+    def _count(self, instances, migrations):
+        lookup = self.useFixture(fixtures.MockPatchObject(
+            self.objects.MigrationList, 'get_in_progress_by_host_and_node',
+            return_value=migrations)).mock
+        result = self.tracker._update_usage_from_instances(
+            'ctxt', instances, self.NODE)
+        self.assertEqual('upstream', result)
+        return lookup
+
+    U = '2b0cc1c5-1f0a-4c6c-9f55-4d6f9e0b1a11'
+
+    def test_incoming_gets_new_topology(self):
+        for status in ('post-migrating', 'finished', 'reverting'):
+            instance = self._instance(self.U, 7)
+            lookup = self._count(
+                [instance], [self._migration(self.U, 'host0', 'host1',
+                                             status)])
+            lookup.assert_called_once_with('ctxt', self.HOST, self.NODE)
+            self.assertEqual(self.new, self.tracker.counted[self.U])
+
+    def test_same_host_resize_gets_new_topology(self):
+        instance = self._instance(self.U, 7)
+        self._count([instance],
+                    [self._migration(self.U, 'host1', 'host1', 'finished')])
+        self.assertEqual(self.new, self.tracker.counted[self.U])
+
+    def test_outgoing_keeps_its_topology(self):
+        # Still on the source (prep_resize done), or back on it during a
+        # revert: the migration's destination is the other host.
+        for status in ('migrating', 'reverting'):
+            instance = self._instance(self.U, 7)
+            self._count([instance],
+                        [self._migration(self.U, 'host1', 'host2', status)])
+            self.assertEqual(self.old, self.tracker.counted[self.U])
+
+    def test_other_node_of_this_host(self):
+        instance = self._instance(self.U, 7)
+        self._count([instance], [self._migration(
+            self.U, 'host0', 'host1', dest_node='node2')])
+        self.assertEqual(self.old, self.tracker.counted[self.U])
+
+    def test_no_in_progress_migration(self):
+        # A reverted or confirmed migration is not listed: the context
+        # left on the instance is not applied.
+        instance = self._instance(self.U, 7)
+        self._count([instance], [])
+        self.assertEqual(self.old, self.tracker.counted[self.U])
+
+    def test_no_query_without_migration_context(self):
+        other = '5d3f0f55-8a3b-4c1e-9d8e-1c2b3a4d5e6f'
+        lookup = self._count([self._instance(self.U),
+                              self._instance(other)], [])
+        lookup.assert_not_called()
+        self.assertEqual(self.old, self.tracker.counted[self.U])

@@ -34,10 +34,11 @@ class ReportBugsTest(testtools.TestCase):
     def test_patched_affected_host(self):
         outcomes = dict((n, decision.MATCH) for n in CORE)
         outcomes['resize_source_flavor'] = decision.MATCH
+        outcomes['incoming_migration_context'] = decision.MATCH
         outcomes['evacuate_under_lock'] = decision.MATCH
         report = _report(nrl_report.PATCHED, list(outcomes), outcomes)
         self.assertEqual({'1879878': 'patched', '1944759': 'patched',
-                          '1896463': 'patched'},
+                          '1953359': 'patched', '1896463': 'patched'},
                          dict(report.to_dict()['bugs']))
 
     def test_fixed_upstream_and_open_sibling(self):
@@ -77,12 +78,14 @@ class ReportBugsTest(testtools.TestCase):
         self.assertEqual(
             {'1879878': (nrl_report.BUG_OPEN, 'disabled'),
              '1944759': (nrl_report.BUG_OPEN, 'disabled'),
+             '1953359': (nrl_report.BUG_OPEN, 'disabled'),
              '1896463': (nrl_report.BUG_OPEN, 'disabled')},
             dict(report.bugs))
 
     def test_status_endpoint_and_rows_carry_bugs(self):
         outcomes = dict((n, decision.FIXED_UPSTREAM) for n in CORE)
         outcomes['resize_source_flavor'] = decision.UNKNOWN
+        outcomes['incoming_migration_context'] = decision.FIXED_UPSTREAM
         outcomes['evacuate_under_lock'] = decision.UNKNOWN
 
         class Manager(object):
@@ -91,7 +94,7 @@ class ReportBugsTest(testtools.TestCase):
 
         status = endpoint.status_of(Manager())
         self.assertEqual({'1879878': 'fixed-upstream', '1944759': 'open',
-                          '1896463': 'open'},
+                          '1953359': 'fixed-upstream', '1896463': 'open'},
                          status['bugs'])
         row = rows.row_from_status(_Target(), status)
         self.assertEqual(['1896463', '1944759'], rows.open_bugs(row))
