@@ -34,8 +34,10 @@ class ReportBugsTest(testtools.TestCase):
     def test_patched_affected_host(self):
         outcomes = dict((n, decision.MATCH) for n in CORE)
         outcomes['resize_source_flavor'] = decision.MATCH
+        outcomes['unshelve_claim'] = decision.MATCH
         report = _report(nrl_report.PATCHED, list(outcomes), outcomes)
-        self.assertEqual({'1879878': 'patched', '1944759': 'patched'},
+        self.assertEqual({'1879878': 'patched', '1944759': 'patched',
+                          '2025480': 'patched'},
                          dict(report.to_dict()['bugs']))
 
     def test_fixed_upstream_and_open_sibling(self):
@@ -73,19 +75,22 @@ class ReportBugsTest(testtools.TestCase):
         report = nrl_report.ActivationReport(nrl_report.DISABLED, '21.1.0')
         self.assertEqual(
             {'1879878': (nrl_report.BUG_OPEN, 'disabled'),
-             '1944759': (nrl_report.BUG_OPEN, 'disabled')},
+             '1944759': (nrl_report.BUG_OPEN, 'disabled'),
+             '2025480': (nrl_report.BUG_OPEN, 'disabled')},
             dict(report.bugs))
 
     def test_status_endpoint_and_rows_carry_bugs(self):
         outcomes = dict((n, decision.FIXED_UPSTREAM) for n in CORE)
         outcomes['resize_source_flavor'] = decision.UNKNOWN
+        outcomes['unshelve_claim'] = decision.FIXED_UPSTREAM
 
         class Manager(object):
             host = 'host1'
             _nrl_report = _report(nrl_report.ALREADY_FIXED, [], outcomes)
 
         status = endpoint.status_of(Manager())
-        self.assertEqual({'1879878': 'fixed-upstream', '1944759': 'open'},
+        self.assertEqual({'1879878': 'fixed-upstream', '1944759': 'open',
+                          '2025480': 'fixed-upstream'},
                          status['bugs'])
         row = rows.row_from_status(_Target(), status)
         self.assertEqual(['1944759'], rows.open_bugs(row))
