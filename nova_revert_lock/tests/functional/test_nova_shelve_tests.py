@@ -75,9 +75,9 @@ def _extended(name, nova_cls):
     """``nova_cls`` with the extension, its shelve tests only."""
     keep = set(_shelve_tests(nova_cls))
     namespace = {'__module__': __name__}
-    for name in unittest.TestLoader().getTestCaseNames(nova_cls):
-        if name not in keep:
-            namespace[name] = None
+    for test_name in unittest.TestLoader().getTestCaseNames(nova_cls):
+        if test_name not in keep:
+            namespace[test_name] = None
     return type(name, (_Activated, nova_cls), namespace)
 
 
