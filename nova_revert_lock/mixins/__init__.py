@@ -149,9 +149,10 @@ BEYOND_UPSTREAM = frozenset(['source_window'])
 
 #: Fixes of the sibling races of bug 1879878 that upstream fixed later
 #: (bugs 1944759, 2025480). They stand aside where the code carries
-#: upstream's fix, like the core mixins, but are admitted like the mixins beyond upstream:
-#: whatever keeps one out leaves it out alone, with a warning, and never
-#: costs the host the fix for bug 1879878 or the other mixins.
+#: upstream's fix, like the core mixins, but are admitted like the mixins
+#: beyond upstream: whatever keeps one out leaves it out alone, with a
+#: warning, and never costs the host the fix for bug 1879878 or the other
+#: mixins.
 FAMILY = frozenset(['resize_source_flavor', 'unshelve_claim'])
 
 #: The Launchpad bug each mixin fixes, in the order reports list them.
