@@ -29,6 +29,7 @@ from nova.tests.functional import test_servers
 
 from nova_revert_lock import activation
 from nova_revert_lock.guard import releases
+from nova_revert_lock import mixins
 from nova_revert_lock.tests.functional import base
 
 #: tests of ServerMovingTests that go through resize/migrate/confirm/revert
@@ -58,7 +59,12 @@ class ServerMovingTestsWithExtension(base.ExtensionFixtureMixin,
         report = self.activation_report
         self.assertEqual(activation.ALREADY_FIXED, report.state,
                          report.problems)
-        self.assertEqual(['source_window'], report.mixins)
+        # source_window, and where the installed Nova lacks upstream's fix
+        # for a sibling race that moves do not touch, its family mixin
+        # (unshelve_claim on Victoria).
+        self.assertEqual('source_window', report.mixins[0])
+        self.assertEqual([], [m for m in report.mixins[1:]
+                              if m not in mixins.FAMILY])
         self.assertEqual('RevertLockComputeManager',
                          type(self.compute1.manager).__name__)
 
