@@ -29,6 +29,7 @@ _CM = 'nova.compute.manager:ComputeManager.'
 _RT = 'nova.compute.resource_tracker:ResourceTracker.'
 _INSTANCE = 'nova.objects.instance:Instance.'
 _XCELL = 'nova.conductor.tasks.cross_cell_migrate:'
+_STATS = 'nova.compute.stats:Stats.'
 
 Refs = collections.namedtuple('Refs', ['replaces', 'relies_on'])
 
@@ -123,6 +124,18 @@ REFS = collections.OrderedDict([
                    _RT + 'delete_allocation_for_evacuated_instance',
                    _RT + '_update_usage_from_migrations',
                    _INSTANCE + 'apply_migration_context'))),
+    # Bug 2025480, a sibling race: the tracker keeps counting a server
+    # being unshelved (SHELVED_OFFLOADED, spawning) on the host that
+    # claimed it (mixins/unshelve_claim.py). _unshelve_instance sets
+    # spawning before the claim and ACTIVE only after the spawn; the
+    # periodic task calls the usage update with the lock held.
+    ('unshelve_claim', Refs(
+        replaces=(_RT + '_update_usage_from_instances',
+                  _RT + '_update_usage_from_instance',
+                  _STATS + 'update_stats_for_instance'),
+        relies_on=(_CM + '_unshelve_instance',
+                   _RT + 'instance_claim',
+                   _STATS + '_extract_state_from_instance'))),
 ])
 
 #: How the guard recognises upstream's fix from the code (distributions
@@ -147,6 +160,9 @@ FIXED_WHEN = {
     # 7675964af8: rebuild_instance ends in the tracker's finish_evacuation.
     'evacuate_under_lock': Calls(_CM + 'rebuild_instance',
                                  'finish_evacuation'),
+    # f1dc4ec39b: the usage update asks vm_states.allow_resource_removal.
+    'unshelve_claim': Calls(_RT + '_update_usage_from_instances',
+                            'allow_resource_removal'),
 }
 
 #: ``(ref, release)``: the function that came with the feature a mixin
@@ -165,14 +181,15 @@ APPLIES_FROM = {
 BEYOND_UPSTREAM = frozenset(['source_window'])
 
 #: Fixes of the sibling races of bug 1879878 that upstream fixed later
-#: (bugs 1944759, 1953359). They stand aside where the code carries
-#: upstream's fix, like the core mixins, but are admitted like the mixins
-#: beyond upstream:
-#: whatever keeps one out leaves it out alone, with a warning, and never
-#: costs the host the fix for bug 1879878 or the other mixins.
+#: (bugs 1944759, 1953359, 1896463, 2025480). They stand aside where the
+#: code carries upstream's fix, like the core mixins, but are admitted like
+#: the mixins beyond upstream: whatever keeps one out leaves it out alone,
+#: with a warning, and never costs the host the fix for bug 1879878 or the
+#: other mixins.
 FAMILY = frozenset(['resize_source_flavor',
                     'incoming_migration_context',
-                    'evacuate_under_lock'])
+                    'evacuate_under_lock',
+                    'unshelve_claim'])
 
 #: The Launchpad bug each mixin fixes, in the order reports list them.
 #: ``source_window`` closes a window no bug report names (beyond
@@ -183,6 +200,7 @@ BUGS = collections.OrderedDict([
     ('1944759', ('resize_source_flavor',)),
     ('1953359', ('incoming_migration_context',)),
     ('1896463', ('evacuate_under_lock',)),
+    ('2025480', ('unshelve_claim',)),
 ])
 
 #: The mixins admitted one by one (left out with a warning) rather than
@@ -243,6 +261,14 @@ VERIFIED = {
     'incoming_migration_context': {
         'train': ('20.0.0-20.6.1', '20.6.1+patches', 'train-eol'),
         'ussuri': ('21.0.0-21.2.4', '21.1.0+patches'),
+    },
+    # Tested on 20.6.1, 21.1.0, 21.1.2 and 22.4.0; other releases that
+    # ship the same code for every function it replaces or relies on are
+    # matched by that code.
+    'unshelve_claim': {
+        'train': ('20.6.1',),
+        'ussuri': ('21.1.0', '21.1.2'),
+        'victoria': ('22.4.0',),
     },
 }
 
