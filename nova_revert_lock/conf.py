@@ -28,7 +28,7 @@ GROUP = cfg.OptGroup(
 #: keeps it equal to the ``nova_revert_lock.compute_mixins`` entry points.
 SHIPPED_MIXINS = ['confirm', 'revert', 'cross_cell_confirm',
                   'cross_cell_revert', 'source_window',
-                  'resize_source_flavor']
+                  'resize_source_flavor', 'live_migration_rollback']
 
 OPTS = [
     cfg.BoolOpt(

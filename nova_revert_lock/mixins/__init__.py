@@ -96,6 +96,16 @@ REFS = collections.OrderedDict([
                    _RT + '_update_usage_from_migrations',
                    _RT + '_update_usage_from_migration',
                    _RT + '_get_instance_type'))),
+    # Bug 1894095, a sibling race no release fixes: the destination of a
+    # rolled back live migration sets it failed where it drops its claim
+    # (mixins/live_migration_rollback.py). The source's rollback calls it
+    # before clearing the task state and setting its own final status.
+    ('live_migration_rollback', Refs(
+        replaces=(_CM + 'drop_move_claim_at_destination',),
+        relies_on=(_CM + '_rollback_live_migration',
+                   _RT + 'drop_move_claim',
+                   _RT + '_update_usage_from_migrations',
+                   _RT + '_update_usage_from_migration'))),
 ])
 
 #: How the guard recognises upstream's fix from the code (distributions
@@ -131,12 +141,13 @@ APPLIES_FROM = {
 #: refusing) where they cannot apply.
 BEYOND_UPSTREAM = frozenset(['source_window'])
 
-#: Fixes of the sibling races of bug 1879878 that upstream fixed later
-#: (bug 1944759). They stand aside where the code carries upstream's fix,
-#: like the core mixins, but are admitted like the mixins beyond upstream:
+#: Fixes of the sibling races of bug 1879878 (bug 1944759, fixed upstream
+#: later; bug 1894095, which no release fixes, so it has no FIXED_WHEN).
+#: They stand aside where the code carries upstream's fix, like the core
+#: mixins, but are admitted like the mixins beyond upstream:
 #: whatever keeps one out leaves it out alone, with a warning, and never
 #: costs the host the fix for bug 1879878 or the other mixins.
-FAMILY = frozenset(['resize_source_flavor'])
+FAMILY = frozenset(['resize_source_flavor', 'live_migration_rollback'])
 
 #: The Launchpad bug each mixin fixes, in the order reports list them.
 #: ``source_window`` closes a window no bug report names (beyond
@@ -145,6 +156,7 @@ BUGS = collections.OrderedDict([
     ('1879878', ('confirm', 'revert', 'cross_cell_confirm',
                  'cross_cell_revert')),
     ('1944759', ('resize_source_flavor',)),
+    ('1894095', ('live_migration_rollback',)),
 ])
 
 #: The mixins admitted one by one (left out with a warning) rather than
@@ -186,6 +198,13 @@ VERIFIED = {
     'resize_source_flavor': {
         'train': ('20.1.0-20.6.1',),
         'ussuri': ('21.0.0-21.2.4',),
+    },
+    # Tested on 21.1.0 and 31.3.1; releases that ship the same code for
+    # every function the mixin replaces or relies on count too (the
+    # support matrix lists them).
+    'live_migration_rollback': {
+        'ussuri': ('21.1.0',),
+        '2025.1': ('31.3.1',),
     },
 }
 

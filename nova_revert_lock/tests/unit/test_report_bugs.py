@@ -34,8 +34,10 @@ class ReportBugsTest(testtools.TestCase):
     def test_patched_affected_host(self):
         outcomes = dict((n, decision.MATCH) for n in CORE)
         outcomes['resize_source_flavor'] = decision.MATCH
+        outcomes['live_migration_rollback'] = decision.MATCH
         report = _report(nrl_report.PATCHED, list(outcomes), outcomes)
-        self.assertEqual({'1879878': 'patched', '1944759': 'patched'},
+        self.assertEqual({'1879878': 'patched', '1944759': 'patched',
+                          '1894095': 'patched'},
                          dict(report.to_dict()['bugs']))
 
     def test_fixed_upstream_and_open_sibling(self):
@@ -73,19 +75,24 @@ class ReportBugsTest(testtools.TestCase):
         report = nrl_report.ActivationReport(nrl_report.DISABLED, '21.1.0')
         self.assertEqual(
             {'1879878': (nrl_report.BUG_OPEN, 'disabled'),
-             '1944759': (nrl_report.BUG_OPEN, 'disabled')},
+             '1944759': (nrl_report.BUG_OPEN, 'disabled'),
+             '1894095': (nrl_report.BUG_OPEN, 'disabled')},
             dict(report.bugs))
 
     def test_status_endpoint_and_rows_carry_bugs(self):
         outcomes = dict((n, decision.FIXED_UPSTREAM) for n in CORE)
         outcomes['resize_source_flavor'] = decision.UNKNOWN
+        # 31.3.1: no release fixes bug 1894095; its mixin applies.
+        outcomes['live_migration_rollback'] = decision.MATCH
 
         class Manager(object):
             host = 'host1'
-            _nrl_report = _report(nrl_report.ALREADY_FIXED, [], outcomes)
+            _nrl_report = _report(nrl_report.ALREADY_FIXED,
+                                  ['live_migration_rollback'], outcomes)
 
         status = endpoint.status_of(Manager())
-        self.assertEqual({'1879878': 'fixed-upstream', '1944759': 'open'},
+        self.assertEqual({'1879878': 'fixed-upstream', '1944759': 'open',
+                          '1894095': 'patched'},
                          status['bugs'])
         row = rows.row_from_status(_Target(), status)
         self.assertEqual(['1944759'], rows.open_bugs(row))
