@@ -60,9 +60,10 @@ class DeclarationsTest(test_base.BaseTestCase):
         expected = {
             # verified, and releases that ship the same code
             '21.0.0': decision.MATCH, '21.1.0': decision.MATCH,
+            '21.1.2': decision.MATCH, 'ussuri-eol': decision.MATCH,
             '31.3.1': decision.MATCH, '34.0.0': decision.MATCH,
             # affected, known, not verified
-            '20.6.1': decision.UNKNOWN, '21.1.2': decision.UNKNOWN,
+            '20.6.1': decision.UNKNOWN, 'train-eol': decision.UNKNOWN,
             '22.4.0': decision.UNKNOWN, '27.5.1': decision.UNKNOWN,
         }
         found = {label: decision.check_release(NAME, label).outcome
