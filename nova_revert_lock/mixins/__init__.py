@@ -199,10 +199,11 @@ VERIFIED = {
         'train': ('20.1.0-20.6.1',),
         'ussuri': ('21.0.0-21.2.4',),
     },
-    # Tested on 21.1.0, 21.1.2 and 31.3.1; releases that ship the same
-    # code for every function the mixin replaces or relies on count too
-    # (the support matrix lists them).
+    # Tested on 20.6.1, 21.1.0, 21.1.2 and 31.3.1; releases that ship
+    # the same code for every function the mixin replaces or relies on
+    # count too (the support matrix lists them).
     'live_migration_rollback': {
+        'train': ('20.6.1',),
         'ussuri': ('21.1.0', '21.1.2'),
         '2025.1': ('31.3.1',),
     },

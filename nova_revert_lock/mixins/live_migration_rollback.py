@@ -174,4 +174,5 @@ SPEC = base.MixinSpec(
     # NOTE: one implementation for every series in mixins.VERIFIED: the
     # method takes the same arguments and calls the same tracker method
     # in all of them (only the flavor parameter's name differs).
-    implementations={'ussuri': _IMPLEMENTATION, '2025.1': _IMPLEMENTATION})
+    implementations={'train': _IMPLEMENTATION, 'ussuri': _IMPLEMENTATION,
+                     '2025.1': _IMPLEMENTATION})

@@ -62,13 +62,17 @@ class DeclarationsTest(test_base.BaseTestCase):
             '21.0.0': decision.MATCH, '21.1.0': decision.MATCH,
             '21.1.2': decision.MATCH, 'ussuri-eol': decision.MATCH,
             '31.3.1': decision.MATCH, '34.0.0': decision.MATCH,
+            '20.4.1': decision.MATCH, '20.6.1': decision.MATCH,
+            'train-eol': decision.MATCH,
             # affected, known, not verified
-            '20.6.1': decision.UNKNOWN, 'train-eol': decision.UNKNOWN,
+            '20.4.0': decision.UNKNOWN,
             '22.4.0': decision.UNKNOWN, '27.5.1': decision.UNKNOWN,
         }
         found = {label: decision.check_release(NAME, label).outcome
                  for label in expected}
         self.assertEqual(expected, found)
+        self.assertEqual(
+            'train', decision.check_release(NAME, 'train-eol').series)
         self.assertEqual(
             'ussuri', decision.check_release(NAME, '21.1.0').series)
         self.assertEqual(
