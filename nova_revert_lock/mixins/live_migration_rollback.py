@@ -55,14 +55,16 @@ What a compute-side fix can and cannot close
   destination would then be left with a window of the other kind
   (not in progress, claim still held), which makes its drop take the
   usage away twice, as in bug 1879878.
-* The source half of the bug is not closed. The destination's
-  ``rollback_live_migration_at_destination`` runs the driver's clean-up
-  with the migration context applied to the instance, and the libvirt
-  driver saves the instance there: for a moment the instance record holds
-  the destination's NUMA topology and pinning, and a source periodic task
-  that reads it counts the destination's pCPU ids on the source until
-  the next one. That save is the driver's; changing it means replacing
-  the driver clean-up of every release, which this mixin does not do.
+* The source half of the bug (Ussuri and later) is not closed. The
+  destination's ``rollback_live_migration_at_destination`` runs the
+  driver's clean-up with the migration context applied to the instance,
+  and the libvirt driver saves the instance there: until the source's
+  rollback saves it again, the instance record holds the destination's
+  NUMA topology and pinning, and a source periodic task in between
+  counts the destination's pCPU ids on the source until its next run.
+  Closing it means replacing ``rollback_live_migration_at_destination``
+  (a larger method, different in every series) to keep the applied
+  context out of the driver's save; this mixin does not.
 * Live migrations that are not NUMA-aware (no ``drop_move_claim_at_
   destination`` call; e.g. a source or conductor pinned to RPC below 5.3)
   hold no destination claim through the migration context and are not
