@@ -42,7 +42,9 @@ import fixtures
 
 from nova import objects
 
+from nova_revert_lock import activation
 from nova_revert_lock.mixins import base as mixin_base
+from nova_revert_lock.mixins import live_migration_rollback
 from nova_revert_lock.tests.functional import hooks
 from nova_revert_lock.tests.functional import test_source_window_pinning
 
@@ -318,3 +320,57 @@ class LiveMigrationRollbackCanary(_RollbackBase):
         # The next periodic task after the final status sets it right.
         self._periodic(DEST)
         self.assertEqual(self.pinned, self._host_pinned(DEST))
+
+
+class _MixedFleetBase(_RollbackBase):
+    """One host runs the extension (default mixins), the other plain Nova.
+
+    :attr:`patched_host` is started with the extension active, the other
+    host plain: the manager class is picked when a compute starts.
+    """
+
+    extension = False
+    patched_host = None
+
+    def _start_pinning_compute(self, hostname):
+        if hostname == self.patched_host:
+            report = activation.activate()
+            self.assertIn('live_migration_rollback', report.mixins)
+            try:
+                return super(_MixedFleetBase, self)._start_pinning_compute(
+                    hostname)
+            finally:
+                activation.deactivate()
+        return super(_MixedFleetBase, self)._start_pinning_compute(hostname)
+
+    def _assert_composed(self):
+        for host, compute in self.computes.items():
+            composed = isinstance(
+                compute.manager,
+                live_migration_rollback.LiveMigrationRollbackMixin)
+            self.assertEqual(host == self.patched_host, composed, host)
+
+
+class MixedFleetPatchedDestTest(_MixedFleetBase):
+    """A destination with the mixin closes its window for a plain source."""
+
+    patched_host = DEST
+
+    def test_dest_periodic_in_window_counts_no_claim(self):
+        self._assert_composed()
+        seen = self._rollback_raced()
+        self.assertEqual('failed', seen['status'])
+        self.assertEqual(self.pinned, seen[DEST])
+        self.assertEqual(seen['source_final'], seen['final'])
+
+
+class MixedFleetPatchedSourceTest(_MixedFleetBase):
+    """A source with the mixin leaves a plain destination's window open."""
+
+    patched_host = SOURCE
+
+    def test_dest_periodic_in_window_counts_claim_again(self):
+        self._assert_composed()
+        seen = self._rollback_raced()
+        self.assertNotIn(seen['status'], NOT_IN_PROGRESS)
+        self.assertEqual(self.pinned | self.claimed, seen[DEST])
