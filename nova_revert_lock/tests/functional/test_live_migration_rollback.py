@@ -40,12 +40,15 @@ from nova.tests import functional  # noqa: F401 (eventlet first)
 import eventlet
 import fixtures
 
+from nova.conductor import manager as conductor_manager
 from nova import objects
+from nova.objects import base as objects_base
 
 from nova_revert_lock import activation
 from nova_revert_lock.mixins import base as mixin_base
 from nova_revert_lock.mixins import live_migration_rollback
 from nova_revert_lock.tests.functional import hooks
+from nova_revert_lock.tests.functional import test_source_window_flip
 from nova_revert_lock.tests.functional import test_source_window_pinning
 
 SOURCE = test_source_window_pinning.SOURCE
@@ -237,6 +240,33 @@ class LiveMigrationRollbackTest(_RollbackBase):
         self._periodic(SOURCE)
         self.assertEqual(self.pinned, self._host_pinned(DEST))
         self.assertEqual(self.pinned, self._host_pinned(SOURCE))
+
+    def test_through_the_conductor(self):
+        """The destination's database calls survive RPC serialization.
+
+        A real nova-compute reaches the database through the conductor;
+        here every object call made while the destination drops its claim
+        is serialized as RPC would and run by a conductor manager.
+        """
+        indirection = test_source_window_flip.SerializingIndirection(
+            conductor_manager.ConductorManager())
+
+        def through_conductor(orig_call, *args, **kwargs):
+            saved = objects_base.NovaObject.indirection_api
+            objects_base.NovaObject.indirection_api = indirection
+            try:
+                return orig_call(*args, **kwargs)
+            finally:
+                objects_base.NovaObject.indirection_api = saved
+
+        hooks.wrap(self, 'nova.compute.rpcapi.ComputeAPI.'
+                   'drop_move_claim_at_destination', through_conductor)
+        seen = self._rollback_raced()
+        self.assertIn('Migration.get_by_id', indirection.calls)
+        self.assertIn('Migration.save', indirection.calls)
+        self.assertEqual('failed', seen['status'])
+        self.assertEqual(self.pinned, seen[DEST])
+        self.assertEqual(seen['source_final'], seen['final'])
 
     def test_periodic_at_status_save_waits_for_the_drop(self):
         """The status and the drop are one critical section.
