@@ -29,7 +29,8 @@ GROUP = cfg.OptGroup(
 SHIPPED_MIXINS = ['confirm', 'revert', 'cross_cell_confirm',
                   'cross_cell_revert', 'source_window',
                   'resize_source_flavor', 'incoming_migration_context',
-                  'evacuate_under_lock', 'unshelve_claim']
+                  'evacuate_under_lock', 'live_migration_rollback',
+                  'unshelve_claim']
 
 OPTS = [
     cfg.BoolOpt(

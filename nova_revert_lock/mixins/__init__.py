@@ -136,6 +136,16 @@ REFS = collections.OrderedDict([
         relies_on=(_CM + '_unshelve_instance',
                    _RT + 'instance_claim',
                    _STATS + '_extract_state_from_instance'))),
+    # Bug 1894095, a sibling race no release fixes: the destination of a
+    # rolled back live migration sets it failed where it drops its claim
+    # (mixins/live_migration_rollback.py). The source's rollback calls it
+    # before clearing the task state and setting its own final status.
+    ('live_migration_rollback', Refs(
+        replaces=(_CM + 'drop_move_claim_at_destination',),
+        relies_on=(_CM + '_rollback_live_migration',
+                   _RT + 'drop_move_claim',
+                   _RT + '_update_usage_from_migrations',
+                   _RT + '_update_usage_from_migration'))),
 ])
 
 #: How the guard recognises upstream's fix from the code (distributions
@@ -180,15 +190,17 @@ APPLIES_FROM = {
 #: refusing) where they cannot apply.
 BEYOND_UPSTREAM = frozenset(['source_window'])
 
-#: Fixes of the sibling races of bug 1879878 that upstream fixed later
-#: (bugs 1944759, 1953359, 1896463, 2025480). They stand aside where the
-#: code carries upstream's fix, like the core mixins, but are admitted like
-#: the mixins beyond upstream: whatever keeps one out leaves it out alone,
-#: with a warning, and never costs the host the fix for bug 1879878 or the
-#: other mixins.
+#: Fixes of the sibling races of bug 1879878 (bugs 1944759, 1953359,
+#: 1896463 and 2025480, which upstream fixed later; bug 1894095, which no
+#: release fixes, so it has no FIXED_WHEN). They stand aside where the code
+#: carries upstream's fix, like the core mixins, but are admitted like the
+#: mixins beyond upstream: whatever keeps one out leaves it out alone, with
+#: a warning, and never costs the host the fix for bug 1879878 or the other
+#: mixins.
 FAMILY = frozenset(['resize_source_flavor',
                     'incoming_migration_context',
                     'evacuate_under_lock',
+                    'live_migration_rollback',
                     'unshelve_claim'])
 
 #: The Launchpad bug each mixin fixes, in the order reports list them.
@@ -200,6 +212,7 @@ BUGS = collections.OrderedDict([
     ('1944759', ('resize_source_flavor',)),
     ('1953359', ('incoming_migration_context',)),
     ('1896463', ('evacuate_under_lock',)),
+    ('1894095', ('live_migration_rollback',)),
     ('2025480', ('unshelve_claim',)),
 ])
 
@@ -269,6 +282,14 @@ VERIFIED = {
         'train': ('20.6.1',),
         'ussuri': ('21.1.0', '21.1.2'),
         'victoria': ('22.4.0',),
+    },
+    # Tested on 20.6.1, 21.1.0, 21.1.2 and 31.3.1; releases that ship
+    # the same code for every function the mixin replaces or relies on
+    # count too (the support matrix lists them).
+    'live_migration_rollback': {
+        'train': ('20.6.1',),
+        'ussuri': ('21.1.0', '21.1.2'),
+        '2025.1': ('31.3.1',),
     },
 }
 

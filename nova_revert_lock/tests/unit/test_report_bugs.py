@@ -36,11 +36,12 @@ class ReportBugsTest(testtools.TestCase):
         outcomes['resize_source_flavor'] = decision.MATCH
         outcomes['incoming_migration_context'] = decision.MATCH
         outcomes['evacuate_under_lock'] = decision.MATCH
+        outcomes['live_migration_rollback'] = decision.MATCH
         outcomes['unshelve_claim'] = decision.MATCH
         report = _report(nrl_report.PATCHED, list(outcomes), outcomes)
         self.assertEqual({'1879878': 'patched', '1944759': 'patched',
                           '1953359': 'patched', '1896463': 'patched',
-                          '2025480': 'patched'},
+                          '1894095': 'patched', '2025480': 'patched'},
                          dict(report.to_dict()['bugs']))
 
     def test_fixed_upstream_and_open_sibling(self):
@@ -82,6 +83,7 @@ class ReportBugsTest(testtools.TestCase):
              '1944759': (nrl_report.BUG_OPEN, 'disabled'),
              '1953359': (nrl_report.BUG_OPEN, 'disabled'),
              '1896463': (nrl_report.BUG_OPEN, 'disabled'),
+             '1894095': (nrl_report.BUG_OPEN, 'disabled'),
              '2025480': (nrl_report.BUG_OPEN, 'disabled')},
             dict(report.bugs))
 
@@ -90,16 +92,19 @@ class ReportBugsTest(testtools.TestCase):
         outcomes['resize_source_flavor'] = decision.UNKNOWN
         outcomes['incoming_migration_context'] = decision.FIXED_UPSTREAM
         outcomes['evacuate_under_lock'] = decision.UNKNOWN
+        # No release fixes bug 1894095; its mixin applies.
+        outcomes['live_migration_rollback'] = decision.MATCH
         outcomes['unshelve_claim'] = decision.FIXED_UPSTREAM
 
         class Manager(object):
             host = 'host1'
-            _nrl_report = _report(nrl_report.ALREADY_FIXED, [], outcomes)
+            _nrl_report = _report(nrl_report.ALREADY_FIXED,
+                                  ['live_migration_rollback'], outcomes)
 
         status = endpoint.status_of(Manager())
         self.assertEqual({'1879878': 'fixed-upstream', '1944759': 'open',
                           '1953359': 'fixed-upstream', '1896463': 'open',
-                          '2025480': 'fixed-upstream'},
+                          '1894095': 'patched', '2025480': 'fixed-upstream'},
                          status['bugs'])
         row = rows.row_from_status(_Target(), status)
         self.assertEqual(['1896463', '1944759'], rows.open_bugs(row))

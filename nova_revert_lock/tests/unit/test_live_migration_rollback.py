@@ -1,0 +1,186 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The live_migration_rollback family mixin (bug 1894095).
+
+No release fixes the bug, so the mixin never stands aside: it applies
+where its code is known and verified, and is left out alone, with a
+warning, where it is not. Runs the guard against the installed Nova.
+"""
+
+import sys
+
+import fixtures
+from oslo_config import cfg
+from oslotest import base as test_base
+
+from nova_revert_lock import activation
+from nova_revert_lock import conf as nrl_conf
+from nova_revert_lock.guard import decision
+from nova_revert_lock.guard import fingerprint_table
+from nova_revert_lock import mixins
+from nova_revert_lock.mixins import base
+from nova_revert_lock.mixins import live_migration_rollback
+
+NAME = 'live_migration_rollback'
+DROP_AT_DEST = ('nova.compute.manager:'
+                'ComputeManager.drop_move_claim_at_destination')
+
+
+class DeclarationsTest(test_base.BaseTestCase):
+
+    def test_family_shipped_and_reported(self):
+        self.assertIn(NAME, mixins.FAMILY)
+        self.assertIn(NAME, mixins.EXTRAS)
+        self.assertNotIn(NAME, mixins.BEYOND_UPSTREAM)
+        self.assertIn(NAME, nrl_conf.SHIPPED_MIXINS)
+        self.assertEqual((NAME,), mixins.BUGS['1894095'])
+        spec = live_migration_rollback.SPEC
+        self.assertTrue(spec.extra)
+        self.assertEqual(sorted(mixins.VERIFIED[NAME]),
+                         sorted(spec.implementations))
+
+    def test_no_upstream_fix_and_no_feature_bound(self):
+        # Upstream never fixed it (reproducer 99850a0481 only), and NUMA
+        # live migration exists in every release this package knows.
+        self.assertNotIn(NAME, mixins.FIXED_WHEN)
+        self.assertNotIn(NAME, mixins.APPLIES_FROM)
+        self.assertFalse(live_migration_rollback.SPEC.fixed_upstream())
+
+    def test_support_matrix_outcomes(self):
+        expected = {
+            # verified, and releases that ship the same code
+            '21.0.0': decision.MATCH, '21.1.0': decision.MATCH,
+            '21.1.2': decision.MATCH, 'ussuri-eol': decision.MATCH,
+            '31.3.1': decision.MATCH, '34.0.0': decision.MATCH,
+            '20.4.1': decision.MATCH, '20.6.1': decision.MATCH,
+            'train-eol': decision.MATCH,
+            # affected, known, not verified
+            '20.4.0': decision.UNKNOWN,
+            '22.4.0': decision.UNKNOWN, '27.5.1': decision.UNKNOWN,
+        }
+        found = {label: decision.check_release(NAME, label).outcome
+                 for label in expected}
+        self.assertEqual(expected, found)
+        self.assertEqual(
+            'train', decision.check_release(NAME, 'train-eol').series)
+        self.assertEqual(
+            'ussuri', decision.check_release(NAME, '21.1.0').series)
+        self.assertEqual(
+            '2025.1', decision.check_release(NAME, '34.0.0').series)
+
+    def test_statuses_left_alone_are_not_in_progress(self):
+        # What every release's periodic task excludes from "in progress".
+        self.assertIn(live_migration_rollback.ROLLED_BACK,
+                      live_migration_rollback.FINAL_STATUSES)
+        for status in ('accepted', 'queued', 'preparing', 'running',
+                       'post-migrating'):
+            self.assertNotIn(status, live_migration_rollback.FINAL_STATUSES)
+
+
+class LiveGuardTest(test_base.BaseTestCase):
+
+    def _evaluate(self, mixin_names=None, on_unknown_code=None):
+        conf = cfg.ConfigOpts()
+        nrl_conf.register_opts(conf)
+        conf([], project='nova', default_config_files=[])
+        for name, value in (('mixins', mixin_names),
+                            ('on_unknown_code', on_unknown_code)):
+            if value is not None:
+                conf.set_override(name, value, group='revert_lock')
+        return activation.build(conf)
+
+    def _applies_here(self):
+        return live_migration_rollback.SPEC.check().outcome == base.MATCH
+
+    def _forget_drop_at_dest(self):
+        table = dict(fingerprint_table.FINGERPRINTS)
+        table.pop(DROP_AT_DEST)
+        self.useFixture(fixtures.MockPatchObject(
+            fingerprint_table, 'FINGERPRINTS', table))
+
+    def test_never_fixed_upstream_on_installed_nova(self):
+        check = live_migration_rollback.SPEC.check()
+        self.assertIn(check.outcome, (base.MATCH, base.UNKNOWN))
+
+    def test_unknown_code_is_left_out_with_a_warning(self):
+        if not self._applies_here():
+            self.skipTest('not verified on the installed Nova')
+        before = self._evaluate()
+        self.assertIn(NAME, before.mixins)
+        self._forget_drop_at_dest()
+        for choice in ('fail', 'warn'):
+            report = self._evaluate(on_unknown_code=choice)
+            # Nothing else changes: the state, the other mixins.
+            self.assertEqual(before.state, report.state)
+            self.assertEqual([m for m in before.mixins if m != NAME],
+                             report.mixins)
+            self.assertEqual([], report.problems)
+            self.assertEqual([], report.missing)
+            self.assertEqual([NAME], report.not_applied)
+            self.assertTrue(report.warnings)
+            for warning in report.warnings:
+                self.assertIn('%s not applied' % NAME, warning)
+            self.assertIn('drop_move_claim_at_destination',
+                          report.warnings[0])
+            self.assertFalse(issubclass(
+                report.manager,
+                live_migration_rollback.LiveMigrationRollbackMixin))
+            self.assertEqual('open', report.to_dict()['bugs']['1894095'])
+
+    def test_unverified_nova_leaves_it_out_alone(self):
+        if self._applies_here():
+            self.skipTest('verified on the installed Nova')
+        report = self._evaluate()
+        self.assertNotIn(NAME, report.mixins)
+        self.assertIn(NAME, report.not_applied)
+        self.assertEqual([], report.problems)
+        self.assertTrue(any('%s not applied' % NAME in w
+                            for w in report.warnings))
+
+    def test_overriding_manager_leaves_it_out(self):
+        if not self._applies_here():
+            self.skipTest('not verified on the installed Nova')
+        from nova.compute import manager
+        from nova import service
+
+        class Vendor(manager.ComputeManager):
+            def drop_move_claim_at_destination(self, *args, **kwargs):
+                pass
+
+        module = sys.modules[__name__]
+        module.Vendor = Vendor
+        self.addCleanup(delattr, module, 'Vendor')
+        before = self._evaluate()
+        self.useFixture(fixtures.MockPatchObject(
+            service, 'SERVICE_MANAGERS',
+            dict(service.SERVICE_MANAGERS,
+                 **{'nova-compute': __name__ + '.Vendor'})))
+        report = self._evaluate()
+        self.assertEqual(before.state, report.state)
+        self.assertEqual([m for m in before.mixins if m != NAME],
+                         report.mixins)
+        self.assertEqual(['%s not applied: Vendor overrides '
+                          'drop_move_claim_at_destination' % NAME],
+                         report.warnings)
+
+    def test_alone(self):
+        if not self._applies_here():
+            self.skipTest('not verified on the installed Nova')
+        report = self._evaluate([NAME])
+        self.assertEqual([NAME], report.mixins)
+        self.assertTrue(issubclass(
+            report.manager,
+            live_migration_rollback.LiveMigrationRollbackMixin))
+        tracker = report.manager._nrl_tracker_class
+        self.assertTrue(issubclass(
+            tracker, live_migration_rollback.LiveMigrationRollbackTracker))
