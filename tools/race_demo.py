@@ -21,18 +21,28 @@ and drives, per mode, N cycles of each race:
     moment the migration turns ``confirmed``/``reverted``;
 ``resize`` (bug 1944759)
     a resize raced by the source's periodic task where the source casts
-    ``finish_resize``, then confirmed.
+    ``finish_resize``, then confirmed;
+``unshelve`` (bug 2025480)
+    a shelved (offloaded) server unshelved, raced by the host's periodic
+    task while the driver spawns it.
 
 Each mode runs in a fresh process; the parent prints one table per mode::
 
-    python -m tools.race_demo [--cycles N]
+    python -m tools.race_demo [--cycles N] [--upstream-python PY]
+
+``--upstream-python`` adds a third table: the same cycles on the Nova
+installed for that interpreter (a virtualenv of a release that carries
+upstream's fixes, with this package installed, e.g. the
+``functional-epoxy`` env's), plain: what upstream's own fixes do.
 
 A confirm or revert cycle "left wrong usage" if the periodic got into the
 window, or the host that gives the instance up does not read zero once
 the operation is done (confirm: the source; revert: the destination when
 it hands back to the source), or any host read below zero. A resize cycle
 left wrong usage if the source did not count the old flavor at the cast,
-or does not read zero after the confirm, or any host read below zero.
+or does not read zero after the confirm, or any host read below zero. An
+unshelve cycle left wrong usage if the host does not count the server
+once it is ACTIVE again (before any later periodic task).
 
 Run from a checkout, never installed (see :mod:`tools.bench`); ``tox -e
 demo`` and ``tools/demo`` run it.
@@ -48,19 +58,24 @@ import time
 MODES = ('plain', 'extension')
 #: the rows of a table: cycle kind and the bug it races
 KINDS = (('confirm', '1879878'), ('revert', '1879878'),
-         ('resize', '1944759'))
+         ('resize', '1944759'), ('unshelve', '2025480'))
 
 
 def _run_mode(mode, cycles):
     """Child process: run the cycles in one mode, print one JSON line."""
     import unittest
 
+    import eventlet
     from nova.compute import rpcapi as compute_rpcapi
+    from nova.compute import vm_states
     from nova.tests.functional import integrated_helpers
 
     from nova_revert_lock.tests.functional import base
+    from nova_revert_lock.tests.functional import hooks
 
-    results = {}
+    from nova_revert_lock.guard import releases
+
+    results = {'nova_version': str(releases.installed_nova_version())}
 
     class Demo(base.ExtensionFixtureMixin, base.RaceMixin,
                integrated_helpers.ProviderUsageBaseTestCase):
@@ -73,6 +88,7 @@ def _run_mode(mode, cycles):
             results['confirm'] = self._cycles('confirm')
             results['revert'] = self._cycles('revert')
             results['resize'] = self._resize_cycles()
+            results['unshelve'] = self._unshelve_cycles()
 
         def _cycles(self, kind):
             wrong, lowest = 0, None
@@ -143,6 +159,48 @@ def _run_mode(mode, cycles):
             self._delete(server)
             return {'cycles': cycles, 'wrong': wrong, 'lowest': lowest}
 
+        def _unshelve_cycles(self):
+            """Bug 2025480: the host's periodic task during the spawn."""
+            wrong, lowest = 0, None
+            test, seen = self, {}
+
+            def spawn(original, driver, context, instance, *a, **kw):
+                if instance.vm_state == vm_states.SHELVED_OFFLOADED:
+                    seen['host'] = instance.host
+                    test.run_periodic(instance.host)
+                return original(driver, context, instance, *a, **kw)
+
+            hooks.wrap(self, 'nova.virt.fake.FakeDriver.spawn', spawn)
+            server = self._boot(self.flavor_small)
+            for _i in range(cycles):
+                seen.clear()
+                self.admin_api.post_server_action(server['id'],
+                                                  {'shelve': {}})
+                self._wait_offloaded(server['id'])
+                self.admin_api.post_server_action(server['id'],
+                                                  {'unshelve': None})
+                server = self._wait_status(server['id'], 'ACTIVE')
+                host = seen.get('host')
+                held = self.vcpus_used(host) if host else None
+                seen_usage = [self.vcpus_used(h) for h in self.hosts]
+                low = min(seen_usage + ([held] if held is not None else []))
+                lowest = low if lowest is None else min(lowest, low)
+                if held != 1 or low < 0:
+                    wrong += 1
+                for h in self.hosts:
+                    self.run_periodic(h)
+            self._delete(server)
+            return {'cycles': cycles, 'wrong': wrong, 'lowest': lowest}
+
+        def _wait_offloaded(self, server_id):
+            self._wait_status(server_id, 'SHELVED_OFFLOADED')
+            deadline = time.time() + 20
+            while self.admin_api.get_server(server_id)[
+                    'OS-EXT-SRV-ATTR:host'] is not None:
+                if time.time() > deadline:
+                    self.fail('server %s was not offloaded' % server_id)
+                eventlet.sleep(0.05)
+
         def _delete(self, server):
             self.admin_api.delete_server(server['id'])
             self._wait_gone(server['id'])
@@ -160,10 +218,14 @@ def _run_mode(mode, cycles):
     return 0
 
 
+#: the title of each table
+TITLES = {'plain': 'Plain Nova %s',
+          'extension': 'With nova-revert-lock, Nova %s',
+          'upstream': 'Upstream Nova %s, plain (its own fixes)'}
+
+
 def _table(mode, data):
-    lines = ['', '%s Nova %s' % (
-        'Plain' if mode == 'plain' else 'With nova-revert-lock',
-        data.get('nova_version', '')) + (
+    lines = ['', TITLES[mode] % data.get('nova_version', '') + (
         ' (activation: %s)' % data['activation']
         if mode == 'extension' else ''),
         '  %-9s %-8s %7s %26s %13s' % ('operation', 'bug', 'cycles',
@@ -183,6 +245,10 @@ def main(argv=None):
                         default=int(os.environ.get('NRL_DEMO_CYCLES', 5)),
                         help='cycles of each race per mode '
                              '(default 5)')
+    parser.add_argument('--upstream-python', metavar='PY',
+                        help='also run the cycles, plain, with this '
+                             'interpreter: one whose environment has a '
+                             'Nova with upstream\'s fixes and this package')
     parser.add_argument('--run', choices=MODES, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.cycles < 1:
@@ -193,21 +259,28 @@ def main(argv=None):
     from nova_revert_lock.guard import releases
     version = releases.installed_nova_version()
     print('nova-revert-lock demo: Nova %s, %d cycles of each race per '
-          'mode (confirm, revert: bug 1879878; resize: bug 1944759)' % (
-              version, args.cycles))
+          'mode (confirm, revert: bug 1879878; resize: bug 1944759; '
+          'unshelve: bug 2025480)' % (version, args.cycles))
     status = 0
-    for mode in MODES:
+    runs = [(mode, sys.executable, mode) for mode in MODES]
+    if args.upstream_python:
+        runs.append(('upstream', args.upstream_python, 'plain'))
+    for mode, python, run in runs:
         start = time.time()
-        proc = subprocess.run(
-            [sys.executable, '-m', 'tools.race_demo', '--run', mode,
-             '--cycles', str(args.cycles)],
-            stdout=subprocess.PIPE, universal_newlines=True)
+        try:
+            proc = subprocess.run(
+                [python, '-m', 'tools.race_demo', '--run', run,
+                 '--cycles', str(args.cycles)],
+                stdout=subprocess.PIPE, universal_newlines=True)
+        except OSError as e:
+            print('%s mode: cannot run %s: %s' % (mode, python, e))
+            status = 1
+            continue
         if proc.returncode:
             print('%s mode failed (exit %d)' % (mode, proc.returncode))
             status = 1
             continue
         data = json.loads(proc.stdout.strip().splitlines()[-1])
-        data['nova_version'] = version
         print(_table(mode, data))
         print('  (%.0f s)' % (time.time() - start))
     return status
