@@ -283,12 +283,16 @@ VERIFIED = {
         'ussuri': ('21.1.0', '21.1.2'),
         'victoria': ('22.4.0',),
     },
-    # Tested on 20.6.1, 21.1.0, 21.1.2 and 31.3.1; releases that ship
-    # the same code for every function the mixin replaces or relies on
-    # count too (the support matrix lists them).
+    # Tested on 20.6.1, 21.1.0, 21.1.2, 22.3.0, 23.1.0, 24.0.0 and
+    # 31.3.1; releases that ship the same code for every function the
+    # mixin replaces or relies on count too (the support matrix lists
+    # them).
     'live_migration_rollback': {
         'train': ('20.6.1',),
         'ussuri': ('21.1.0', '21.1.2'),
+        'victoria': ('22.3.0',),
+        'wallaby': ('23.1.0',),
+        'xena': ('24.0.0',),
         '2025.1': ('31.3.1',),
     },
 }
