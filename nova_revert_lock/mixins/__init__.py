@@ -275,13 +275,15 @@ VERIFIED = {
         'train': ('20.0.0-20.6.1', '20.6.1+patches', 'train-eol'),
         'ussuri': ('21.0.0-21.2.4', '21.1.0+patches'),
     },
-    # Tested on 20.6.1, 21.1.0, 21.1.2 and 22.4.0; other releases that
-    # ship the same code for every function it replaces or relies on are
-    # matched by that code.
+    # Tested on 20.6.1, 21.1.0, 21.1.2, 22.4.0, 23.1.0 and 24.0.0; other
+    # releases that ship the same code for every function it replaces or
+    # relies on are matched by that code.
     'unshelve_claim': {
         'train': ('20.6.1',),
         'ussuri': ('21.1.0', '21.1.2'),
         'victoria': ('22.4.0',),
+        'wallaby': ('23.1.0',),
+        'xena': ('24.0.0',),
     },
     # Tested on 20.6.1, 21.1.0, 21.1.2, 22.3.0, 23.1.0, 24.0.0 and
     # 31.3.1; releases that ship the same code for every function the
