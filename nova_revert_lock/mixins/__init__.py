@@ -267,28 +267,40 @@ VERIFIED = {
         'train': ('20.0.0-20.6.1',),
         'ussuri': ('21.0.0-21.1.2',),
     },
-    # Tested on 20.6.1, 21.1.0 and 21.1.2; every function it replaces or
-    # relies on is the same code in all of Train (train-eol included) and
-    # in 21.0.0-21.2.4 (ussuri-eol carries upstream's fix). Victoria
-    # 22.0.0-22.3.0 list 'error' migrations too: not verified there.
+    # Tested on 20.6.1, 21.1.0, 21.1.2, 22.3.0, 23.1.0 and 24.0.0; every
+    # function it replaces or relies on is the same code in all of Train
+    # (train-eol included), in 21.0.0-21.2.4 (ussuri-eol carries
+    # upstream's fix), in 22.0.0-22.3.0 and in 23.0.0-24.0.0 (whose
+    # periodic body no longer counts orphans). From Victoria on the
+    # periodic task lists 'error' migrations too, and so does the
+    # Victoria variant.
     'incoming_migration_context': {
         'train': ('20.0.0-20.6.1', '20.6.1+patches', 'train-eol'),
         'ussuri': ('21.0.0-21.2.4', '21.1.0+patches'),
+        'victoria': ('22.0.0-22.3.0',),
+        'wallaby': ('23.0.0-23.1.0',),
+        'xena': ('24.0.0',),
     },
-    # Tested on 20.6.1, 21.1.0, 21.1.2 and 22.4.0; other releases that
-    # ship the same code for every function it replaces or relies on are
-    # matched by that code.
+    # Tested on 20.6.1, 21.1.0, 21.1.2, 22.4.0, 23.1.0 and 24.0.0; other
+    # releases that ship the same code for every function it replaces or
+    # relies on are matched by that code.
     'unshelve_claim': {
         'train': ('20.6.1',),
         'ussuri': ('21.1.0', '21.1.2'),
         'victoria': ('22.4.0',),
+        'wallaby': ('23.1.0',),
+        'xena': ('24.0.0',),
     },
-    # Tested on 20.6.1, 21.1.0, 21.1.2 and 31.3.1; releases that ship
-    # the same code for every function the mixin replaces or relies on
-    # count too (the support matrix lists them).
+    # Tested on 20.6.1, 21.1.0, 21.1.2, 22.3.0, 23.1.0, 24.0.0 and
+    # 31.3.1; releases that ship the same code for every function the
+    # mixin replaces or relies on count too (the support matrix lists
+    # them).
     'live_migration_rollback': {
         'train': ('20.6.1',),
         'ussuri': ('21.1.0', '21.1.2'),
+        'victoria': ('22.3.0',),
+        'wallaby': ('23.1.0',),
+        'xena': ('24.0.0',),
         '2025.1': ('31.3.1',),
     },
 }

@@ -42,9 +42,11 @@ which that body calls with the node's instances right before it counts
 them, and then calls the method it overrides, so that both compose.
 
 The condition is upstream's, to the letter: the instance is one of the
-node's instances, and a migration of it that ``MigrationList.
-get_in_progress_by_host_and_node`` lists for this host and node has this
-host and node as its destination. So a resize to the same host counts its
+node's instances, and a migration of it that the periodic task lists for
+this host and node (``MigrationList.get_in_progress_by_host_and_node``
+on Train and Ussuri, ``get_in_progress_and_error`` from Victoria on,
+where it lists ``error`` migrations too) has this host and node as its
+destination. So a resize to the same host counts its
 new topology while it is in progress, as upstream does, and an instance
 back on its source after a revert, its migration context not dropped yet,
 is counted as it is: its migration is ``reverted``, not in progress.
@@ -105,9 +107,16 @@ class IncomingMigrationContextTracker(object):
                     if instance.obj_attr_is_set('migration_context') and
                     instance.migration_context is not None)
 
-    def _nrl_apply_incoming(self, context, candidates, nodename):
-        migrations = objects.MigrationList.get_in_progress_by_host_and_node(
+    def _nrl_listed_migrations(self, context, nodename):
+        """The node's migrations, as the installed periodic task lists them.
+
+        Train and Ussuri list the in-progress migrations.
+        """
+        return objects.MigrationList.get_in_progress_by_host_and_node(
             context, self.host, nodename)
+
+    def _nrl_apply_incoming(self, context, candidates, nodename):
+        migrations = self._nrl_listed_migrations(context, nodename)
         for migration in migrations:
             instance = candidates.get(migration.instance_uuid)
             if (instance is None or migration.dest_compute != self.host or
@@ -125,6 +134,22 @@ class IncomingMigrationContextTracker(object):
             instance.apply_migration_context()
 
 
+class VictoriaIncomingMigrationContextTracker(
+        IncomingMigrationContextTracker):
+    """Victoria to Xena: the periodic task lists ``error`` migrations too.
+
+    Upstream's fix iterates over the list the periodic body reads, which
+    from Victoria on is ``MigrationList.get_in_progress_and_error``: it
+    applies the context of an incoming migration in ``error`` as well
+    (a resize that failed on the destination before ``finish_resize``
+    applied it), and so does this variant.
+    """
+
+    def _nrl_listed_migrations(self, context, nodename):
+        return objects.MigrationList.get_in_progress_and_error(
+            context, self.host, nodename)
+
+
 class IncomingMigrationContextMixin(object):
     """Manager side: nothing to change.
 
@@ -135,9 +160,14 @@ class IncomingMigrationContextMixin(object):
 _IMPLEMENTATION = base.Implementation(
     manager=IncomingMigrationContextMixin,
     tracker=IncomingMigrationContextTracker)
+_VICTORIA = base.Implementation(
+    manager=IncomingMigrationContextMixin,
+    tracker=VictoriaIncomingMigrationContextTracker)
 
 SPEC = base.MixinSpec(
     name='incoming_migration_context',
     summary='resize (destination): count an incoming instance with its '
             'migration context applied (bugs 1953359, 1952915)',
-    implementations={'train': _IMPLEMENTATION, 'ussuri': _IMPLEMENTATION})
+    implementations={'train': _IMPLEMENTATION, 'ussuri': _IMPLEMENTATION,
+                     'victoria': _VICTORIA, 'wallaby': _VICTORIA,
+                     'xena': _VICTORIA})

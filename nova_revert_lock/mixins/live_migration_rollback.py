@@ -177,4 +177,6 @@ SPEC = base.MixinSpec(
     # method takes the same arguments and calls the same tracker method
     # in all of them (only the flavor parameter's name differs).
     implementations={'train': _IMPLEMENTATION, 'ussuri': _IMPLEMENTATION,
+                     'victoria': _IMPLEMENTATION,
+                     'wallaby': _IMPLEMENTATION, 'xena': _IMPLEMENTATION,
                      '2025.1': _IMPLEMENTATION})

@@ -214,4 +214,5 @@ SPEC = base.MixinSpec(
     # on (mixins.VERIFIED): the functions it replaces are the same code
     # from 20.0.0 to 28.0.x.
     implementations={'train': _IMPLEMENTATION, 'ussuri': _IMPLEMENTATION,
-                     'victoria': _IMPLEMENTATION})
+                     'victoria': _IMPLEMENTATION,
+                     'wallaby': _IMPLEMENTATION, 'xena': _IMPLEMENTATION})

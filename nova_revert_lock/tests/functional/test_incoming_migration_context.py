@@ -48,6 +48,7 @@ from nova import objects
 from nova.objects import base as objects_base
 from nova.tests.functional.api import client
 
+from nova_revert_lock.mixins import base as mixin_base
 from nova_revert_lock.mixins import incoming_migration_context
 from nova_revert_lock.mixins import source_window
 from nova_revert_lock.tests.functional import base
@@ -64,6 +65,18 @@ DEST = test_source_window_pinning.DEST
 def nova_has_fix():
     """True if the installed periodic task applies incoming contexts."""
     return SPEC.fixed_upstream()
+
+
+def periodic_listing():
+    """The MigrationList query the installed periodic task reads.
+
+    Victoria and later list the ``error`` migrations too.
+    """
+    if mixin_base.calls('nova.compute.resource_tracker:'
+                        'ResourceTracker._update_available_resource',
+                        'get_in_progress_and_error'):
+        return 'get_in_progress_and_error'
+    return 'get_in_progress_by_host_and_node'
 
 
 class _IncomingWindowBase(test_source_window_pinning._PinningWindowBase):
@@ -159,6 +172,10 @@ class IncomingMigrationContextTest(_IncomingWindowBase):
         if nova_has_fix():
             self.skipTest('the installed Nova carries the fix for bug '
                           '1953359: the mixin stands aside')
+        if source_window.SPEC.check().outcome != mixin_base.MATCH:
+            # 22.0.0-22.3.0: its periodic body is not verified there.
+            self.skipTest('source_window does not apply to the installed '
+                          'Nova')
         self.assertIn('source_window', report.mixins)
         rt = self._tracker(DEST)
         self.assertIsInstance(
@@ -172,7 +189,7 @@ class IncomingMigrationContextTest(_IncomingWindowBase):
             # Read through the conductor: the mixin's look-up, then
             # upstream's own.
             self.assertEqual(2, self.indirection.calls.count(
-                'MigrationList.get_in_progress_by_host_and_node'))
+                'MigrationList.' + periodic_listing()))
         self.assertEqual(set(), seen['a'] & seen['a_resized'])
         # B's pCPUs and A's new ones: nothing of A's source pinning.
         self.assertEqual({0, 1, 2, 3}, seen['dest_pinned_in_window'])

@@ -21,8 +21,8 @@ Nova. Each class below is Nova's class of the installed release with
 :class:`~.base.ExtensionFixtureMixin` first in its bases; the default
 ``[revert_lock] mixins`` are activated before any compute starts.
 
-Nova has these tests from 23.0.0 (Wallaby) on; where the installed
-release lacks a module, its classes are not collected.
+Nova has most of these tests from 22.0.0 (Victoria) on; where the
+installed release lacks a module or class, it is not collected.
 
 NOTE: upstream's reproducer for bug 1894095
 (``NUMALiveMigrationRollbackTests.test_bug_1894095_*``) runs its

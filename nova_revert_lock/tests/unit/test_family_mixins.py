@@ -255,12 +255,20 @@ class IncomingDeclarationsTest(test_base.BaseTestCase):
             'ussuri-eol': decision.FIXED_UPSTREAM,
             '22.4.0': decision.FIXED_UPSTREAM,
             '31.3.1': decision.FIXED_UPSTREAM,
-            # affected, but its periodic body is code nobody tested
-            '22.3.0': decision.UNKNOWN,
+            '22.0.0': decision.MATCH, '22.3.0': decision.MATCH,
+            '23.0.0': decision.MATCH, '23.1.0': decision.MATCH,
+            '24.0.0': decision.MATCH,
+            '23.2.0': decision.FIXED_UPSTREAM,
+            '24.1.0': decision.FIXED_UPSTREAM,
         }
         found = {label: decision.check_release(INCOMING, label).outcome
                  for label in expected}
         self.assertEqual(expected, found)
+        # 23.x ship 24.0.0's code: the newest series verified on it.
+        for label, series in (('22.3.0', 'victoria'), ('23.1.0', 'xena'),
+                              ('24.0.0', 'xena')):
+            self.assertEqual(
+                series, decision.check_release(INCOMING, label).series)
 
 
 class IncomingLiveGuardTest(LiveGuardTest):
@@ -332,6 +340,9 @@ class IncomingConditionTest(test_base.BaseTestCase):
     """
 
     HOST, NODE = 'host1', 'node1'
+    TRACKER = incoming_migration_context.IncomingMigrationContextTracker
+    #: the MigrationList query the installed periodic task reads
+    LISTING = 'get_in_progress_by_host_and_node'
 
     def setUp(self):
         super(IncomingConditionTest, self).setUp()
@@ -339,8 +350,7 @@ class IncomingConditionTest(test_base.BaseTestCase):
         objects.register_all()
         self.objects = objects
 
-        class Tracker(incoming_migration_context.
-                      IncomingMigrationContextTracker, _Counted):
+        class Tracker(self.TRACKER, _Counted):
             host = self.HOST
 
         self.tracker = Tracker()
@@ -375,7 +385,7 @@ class IncomingConditionTest(test_base.BaseTestCase):
 
     def _count(self, instances, migrations):
         lookup = self.useFixture(fixtures.MockPatchObject(
-            self.objects.MigrationList, 'get_in_progress_by_host_and_node',
+            self.objects.MigrationList, self.LISTING,
             return_value=migrations)).mock
         result = self.tracker._update_usage_from_instances(
             'ctxt', instances, self.NODE)
@@ -427,3 +437,22 @@ class IncomingConditionTest(test_base.BaseTestCase):
                               self._instance(other)], [])
         lookup.assert_not_called()
         self.assertEqual(self.old, self.tracker.counted[self.U])
+
+
+class VictoriaIncomingConditionTest(IncomingConditionTest):
+    """Victoria to Xena: the periodic task lists 'error' migrations too.
+
+    Upstream's fix there (22.4.0) applies the context of every listed
+    incoming migration, 'error' ones included; so does the variant.
+    """
+
+    TRACKER = (incoming_migration_context.
+               VictoriaIncomingMigrationContextTracker)
+    LISTING = 'get_in_progress_and_error'
+
+    def test_incoming_in_error_gets_new_topology(self):
+        instance = self._instance(self.U, 7)
+        lookup = self._count(
+            [instance], [self._migration(self.U, 'host0', 'host1', 'error')])
+        lookup.assert_called_once_with('ctxt', self.HOST, self.NODE)
+        self.assertEqual(self.new, self.tracker.counted[self.U])
