@@ -281,13 +281,13 @@ VERIFIED = {
         'wallaby': ('23.0.0-23.1.0',),
         'xena': ('24.0.0',),
     },
-    # Tested on 20.6.1, 21.1.0, 21.1.2, 22.4.0, 23.1.0 and 24.0.0; other
-    # releases that ship the same code for every function it replaces or
-    # relies on are matched by that code.
+    # Tested on 20.6.1, 21.1.0, 21.1.2, 22.3.0, 22.4.0, 23.1.0 and
+    # 24.0.0; other releases that ship the same code for every function
+    # it replaces or relies on are matched by that code.
     'unshelve_claim': {
         'train': ('20.6.1',),
         'ussuri': ('21.1.0', '21.1.2'),
-        'victoria': ('22.4.0',),
+        'victoria': ('22.3.0', '22.4.0'),
         'wallaby': ('23.1.0',),
         'xena': ('24.0.0',),
     },
