@@ -65,6 +65,18 @@ def nova_has_upstream_fix():
     return confirm.SPEC.check().outcome == base.FIXED_UPSTREAM
 
 
+def skip_unless_source_window_applies(test):
+    """Skip where source_window is not verified on the installed code.
+
+    (Victoria 22.0.0-22.3.0, Wallaby, Xena: the tests of those releases
+    run for the family's mixins; source_window is left out there.)
+    """
+    check = source_window.SPEC.check()
+    if check.outcome != base.MATCH:
+        test.skipTest('source_window is %s on the installed Nova'
+                      % check.outcome)
+
+
 class BeyondUpstreamActivationTest(test_base.BaseTestCase):
 
     def _evaluate(self, mixins=None, on_unknown_code=None):
@@ -91,6 +103,7 @@ class BeyondUpstreamActivationTest(test_base.BaseTestCase):
         self.assertIn('source_window', assess.available_mixins())
 
     def test_default_mixins(self):
+        skip_unless_source_window_applies(self)
         report = self._evaluate()
         self.assertEqual([], report.problems)
         self.assertEqual([], report.warnings)
@@ -243,6 +256,7 @@ class BeyondUpstreamActivationTest(test_base.BaseTestCase):
     def test_core_fixes_configured_out_on_fixed_nova(self):
         if not nova_has_upstream_fix():
             self.skipTest('the installed Nova lacks upstream fix')
+        skip_unless_source_window_applies(self)
         report = self._evaluate(['source_window'])
         self.assertEqual(activation.ALREADY_FIXED, report.state)
         self.assertEqual([], report.missing)
@@ -262,6 +276,7 @@ class BeyondUpstreamActivationTest(test_base.BaseTestCase):
         self.assertEqual(before, service.SERVICE_MANAGERS['nova-compute'])
 
     def test_report_and_check_table_say_what_applied(self):
+        skip_unless_source_window_applies(self)
         report = self._evaluate()
         data = report.to_dict()
         self.assertEqual(report.mixins, data['mixins'])
