@@ -153,8 +153,10 @@ class _EvacuateScenario(object):
         deadline = time.time() + timeout
         while True:
             server = self.admin_api.get_server(server_id)
+            # NOTE: from microversion 2.95 (Nova 28.0.0) an evacuated
+            # server stays stopped on the destination.
             if (server['OS-EXT-SRV-ATTR:host'] == 'host2' and
-                    server['status'] == 'ACTIVE' and
+                    server['status'] in ('ACTIVE', 'SHUTOFF') and
                     server.get('OS-EXT-STS:task_state') is None):
                 return server
             if server['status'] == 'ERROR':
