@@ -33,6 +33,7 @@ from nova_revert_lock import mixins
 from nova_revert_lock.mixins import base
 from nova_revert_lock.mixins import confirm
 from nova_revert_lock.mixins import source_window
+from nova_revert_lock.tests.unit import guard_helpers
 
 CORE = ['confirm', 'revert']
 
@@ -80,14 +81,7 @@ def skip_unless_source_window_applies(test):
 class BeyondUpstreamActivationTest(test_base.BaseTestCase):
 
     def _evaluate(self, mixins=None, on_unknown_code=None):
-        conf = cfg.ConfigOpts()
-        nrl_conf.register_opts(conf)
-        conf([], project='nova', default_config_files=[])
-        for name, value in (('mixins', mixins),
-                            ('on_unknown_code', on_unknown_code)):
-            if value is not None:
-                conf.set_override(name, value, group='revert_lock')
-        return activation.build(conf)
+        return guard_helpers.evaluate(mixins, on_unknown_code)
 
     def _forget_pairing_fingerprints(self):
         """Make source_window's code unknown to the guard."""

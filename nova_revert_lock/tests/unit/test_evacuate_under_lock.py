@@ -16,10 +16,8 @@ Runs the guard against the installed Nova, like test_family_mixins.
 """
 
 import fixtures
-from oslo_config import cfg
 from oslotest import base as test_base
 
-from nova_revert_lock import activation
 from nova_revert_lock import conf as nrl_conf
 from nova_revert_lock.guard import decision
 from nova_revert_lock.guard import fingerprint_table
@@ -29,6 +27,7 @@ from nova_revert_lock import locking
 from nova_revert_lock import mixins
 from nova_revert_lock.mixins import base
 from nova_revert_lock.mixins import evacuate_under_lock
+from nova_revert_lock.tests.unit import guard_helpers
 
 NAME = 'evacuate_under_lock'
 REBUILD = 'nova.compute.manager:ComputeManager.rebuild_instance'
@@ -116,14 +115,7 @@ class ClosureWrapperTest(test_base.BaseTestCase):
 class LiveGuardTest(test_base.BaseTestCase):
 
     def _evaluate(self, mixin_names=None, on_unknown_code=None):
-        conf = cfg.ConfigOpts()
-        nrl_conf.register_opts(conf)
-        conf([], project='nova', default_config_files=[])
-        for name, value in (('mixins', mixin_names),
-                            ('on_unknown_code', on_unknown_code)):
-            if value is not None:
-                conf.set_override(name, value, group='revert_lock')
-        return activation.build(conf)
+        return guard_helpers.evaluate(mixin_names, on_unknown_code)
 
     def test_outcome_on_installed_nova(self):
         check = evacuate_under_lock.SPEC.check()

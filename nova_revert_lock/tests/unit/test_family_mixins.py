@@ -24,7 +24,6 @@ host the other mixins. Runs the guard against the installed Nova.
 import sys
 
 import fixtures
-from oslo_config import cfg
 from oslotest import base as test_base
 
 from nova_revert_lock import activation
@@ -36,6 +35,7 @@ from nova_revert_lock import mixins
 from nova_revert_lock.mixins import base
 from nova_revert_lock.mixins import incoming_migration_context
 from nova_revert_lock.mixins import resize_source_flavor
+from nova_revert_lock.tests.unit import guard_helpers
 
 NAME = 'resize_source_flavor'
 RESIZE_INSTANCE = 'nova.compute.manager:ComputeManager._resize_instance'
@@ -102,14 +102,7 @@ class DeclarationsTest(test_base.BaseTestCase):
 class LiveGuardTest(test_base.BaseTestCase):
 
     def _evaluate(self, mixin_names=None, on_unknown_code=None):
-        conf = cfg.ConfigOpts()
-        nrl_conf.register_opts(conf)
-        conf([], project='nova', default_config_files=[])
-        for name, value in (('mixins', mixin_names),
-                            ('on_unknown_code', on_unknown_code)):
-            if value is not None:
-                conf.set_override(name, value, group='revert_lock')
-        return activation.build(conf)
+        return guard_helpers.evaluate(mixin_names, on_unknown_code)
 
     def test_outcome_on_installed_nova(self):
         check = resize_source_flavor.SPEC.check()

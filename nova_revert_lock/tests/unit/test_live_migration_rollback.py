@@ -20,16 +20,15 @@ warning, where it is not. Runs the guard against the installed Nova.
 import sys
 
 import fixtures
-from oslo_config import cfg
 from oslotest import base as test_base
 
-from nova_revert_lock import activation
 from nova_revert_lock import conf as nrl_conf
 from nova_revert_lock.guard import decision
 from nova_revert_lock.guard import fingerprint_table
 from nova_revert_lock import mixins
 from nova_revert_lock.mixins import base
 from nova_revert_lock.mixins import live_migration_rollback
+from nova_revert_lock.tests.unit import guard_helpers
 
 NAME = 'live_migration_rollback'
 DROP_AT_DEST = ('nova.compute.manager:'
@@ -103,14 +102,7 @@ def _own_warnings(report, before):
 class LiveGuardTest(test_base.BaseTestCase):
 
     def _evaluate(self, mixin_names=None, on_unknown_code=None):
-        conf = cfg.ConfigOpts()
-        nrl_conf.register_opts(conf)
-        conf([], project='nova', default_config_files=[])
-        for name, value in (('mixins', mixin_names),
-                            ('on_unknown_code', on_unknown_code)):
-            if value is not None:
-                conf.set_override(name, value, group='revert_lock')
-        return activation.build(conf)
+        return guard_helpers.evaluate(mixin_names, on_unknown_code)
 
     def _applies_here(self):
         return live_migration_rollback.SPEC.check().outcome == base.MATCH

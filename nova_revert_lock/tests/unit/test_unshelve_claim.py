@@ -17,10 +17,8 @@ stats against Nova's own ``vm_states``, ``task_states`` and ``Stats``.
 """
 
 import fixtures
-from oslo_config import cfg
 from oslotest import base as test_base
 
-from nova_revert_lock import activation
 from nova_revert_lock import conf as nrl_conf
 from nova_revert_lock.guard import decision
 from nova_revert_lock.guard import fingerprint_table
@@ -28,6 +26,7 @@ from nova_revert_lock.guard import releases
 from nova_revert_lock import mixins
 from nova_revert_lock.mixins import base
 from nova_revert_lock.mixins import unshelve_claim
+from nova_revert_lock.tests.unit import guard_helpers
 
 NAME = 'unshelve_claim'
 USAGE = ('nova.compute.resource_tracker:'
@@ -177,14 +176,7 @@ class StatesTest(test_base.BaseTestCase):
 class LiveGuardTest(test_base.BaseTestCase):
 
     def _evaluate(self, mixin_names=None, on_unknown_code=None):
-        conf = cfg.ConfigOpts()
-        nrl_conf.register_opts(conf)
-        conf([], project='nova', default_config_files=[])
-        for name, value in (('mixins', mixin_names),
-                            ('on_unknown_code', on_unknown_code)):
-            if value is not None:
-                conf.set_override(name, value, group='revert_lock')
-        return activation.build(conf)
+        return guard_helpers.evaluate(mixin_names, on_unknown_code)
 
     def test_outcome_on_installed_nova(self):
         check = unshelve_claim.SPEC.check()
