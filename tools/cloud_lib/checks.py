@@ -240,9 +240,12 @@ def sequence(state_dir, series, cycles, tempest_concurrency=2):
         c = cloud_mod.Cloud(state_dir, series)
         try:
             _step(results, 'up %s' % mode, c.up, mode)
-        except (cloud_mod.UpError, procs.StartError) as e:
-            problems.append('up %s: %s' % (mode, e))
+        except Exception as e:  # noqa: BLE001 - reported, then the end
+            if not isinstance(e, (cloud_mod.UpError, procs.StartError)):
+                traceback.print_exc()
+            problems.append('up %s: %s: %s' % (mode, type(e).__name__, e))
             if isinstance(e, procs.StartError) and e.log:
+                print('--- last lines of %s ---' % e.log)
                 print(procs.tail(e.log))
             break
         try:

@@ -60,6 +60,32 @@ class UpError(Exception):
     pass
 
 
+def pip_install(python, constraints, requirements, what):
+    """pip install ``requirements`` into ``python``'s virtualenv.
+
+    :raises UpError: when three attempts failed
+    """
+    env = dict(os.environ)
+    env['PIP_CONSTRAINT'] = os.path.join(TOP, 'constraints', 'build.txt')
+    argv = [python, '-m', 'pip', 'install', '-q', '-c', constraints]
+    argv += list(requirements)
+    # NOTE: pip retries a failed request only a few times, and some hundred
+    # downloads and builds go on here: one bad minute of a package index
+    # should not cost the whole run. A later attempt reuses what an earlier
+    # one installed.
+    for attempt in (1, 2, 3):
+        rc = subprocess.call(argv, env=env)
+        if rc == 0:
+            return
+        if attempt == 3:
+            raise UpError('pip could not install %s into %s (exit %d, '
+                          'three attempts; its output is above)'
+                          % (what, os.path.dirname(os.path.dirname(python)),
+                             rc))
+        say('pip failed (exit %d); trying again in 30s' % rc)
+        time.sleep(30)
+
+
 def _which(names, dirs=SBIN):
     for name in names:
         found = shutil.which(name)
@@ -155,12 +181,8 @@ class Cloud(object):
             subprocess.check_call([py, '-m', 'venv', self.venv])
         say('installing the %s services into %s (a few minutes)'
             % (self.series, self.venv))
-        env = dict(os.environ)
-        env['PIP_CONSTRAINT'] = os.path.join(TOP, 'constraints',
-                                             'build.txt')
-        subprocess.check_call(
-            [self.bin('python'), '-m', 'pip', 'install', '-q',
-             '-c', constraints] + self.requirements(), env=env)
+        pip_install(self.bin('python'), constraints, self.requirements(),
+                    'the %s services' % self.series)
         with open(stamp, 'w') as f:
             f.write(digest)
 

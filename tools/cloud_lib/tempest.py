@@ -61,11 +61,8 @@ def ensure_venv(cloud):
     if not os.path.exists(os.path.join(venv, 'bin', 'python')):
         subprocess.check_call([py, '-m', 'venv', venv])
     cloud_mod.say('installing %s into %s' % (spec, venv))
-    env = dict(os.environ)
-    env['PIP_CONSTRAINT'] = os.path.join(cloud_top(), 'constraints',
-                                         'build.txt')
-    subprocess.check_call([os.path.join(venv, 'bin', 'python'), '-m', 'pip',
-                           'install', '-q', '-c', constraints, spec], env=env)
+    cloud_mod.pip_install(os.path.join(venv, 'bin', 'python'), constraints,
+                          [spec], spec)
     with open(stamp, 'w') as f:
         f.write(digest)
     return venv
