@@ -64,6 +64,7 @@ import oslo_messaging as messaging
 
 from nova_revert_lock import locking
 from nova_revert_lock.mixins import base
+from nova_revert_lock import stats
 
 LOG = logging.getLogger(__name__)
 
@@ -87,18 +88,19 @@ class EvacuationTracker(object):
         :param node: this host's node the instance was rebuilt on
         :param migration: the evacuation's Migration, or None
         """
-        instance.apply_migration_context()
-        # The save moves host and node to this host: from here on the
-        # periodic task counts the instance as one of the node's.
-        instance.host = self.host
-        instance.node = node
-        instance.save()
-        instance.drop_migration_context()
-        # Only now that the instance belongs here: no in-progress
-        # migration is left to count it by.
-        if migration:
-            migration.status = 'done'
-            migration.save()
+        with stats.critical_section('evacuate_under_lock'):
+            instance.apply_migration_context()
+            # The save moves host and node to this host: from here on the
+            # periodic task counts the instance as one of the node's.
+            instance.host = self.host
+            instance.node = node
+            instance.save()
+            instance.drop_migration_context()
+            # Only now that the instance belongs here: no in-progress
+            # migration is left to count it by.
+            if migration:
+                migration.status = 'done'
+                migration.save()
 
 
 class EvacuateUnderLockMixin(object):
