@@ -32,6 +32,7 @@ from ci_lint import path
 
 sys.path.insert(0, path('tools'))
 
+from cloud_lib import checks  # noqa: E402
 from cloud_lib import cloud  # noqa: E402
 from cloud_lib import configs  # noqa: E402
 from cloud_lib import logcheck  # noqa: E402
@@ -140,7 +141,8 @@ class TestComputeConfiguration(Base):
         self.assertNotIn('connection', text)
         self.assertIn('update_resources_interval = 1', text)
         self.assertIn('host = h1', text)
-        self.assertIn('compute_driver = fake.MediumFakeDriver', text)
+        self.assertIn("compute_driver = nrl_cloud.NumaLiveMigrateDriver",
+                      text)
 
     def test_epoxy_computes_keep_a_node_identity(self):
         c = cloud.Cloud(os.path.join(self.tmp, 'state-epoxy'), 'epoxy')
@@ -240,6 +242,59 @@ class TestLogCheck(Base):
         self.assertIn('ran the wrapper and logged 2', report['problems'][0])
         ok, report = logcheck.check(self.services([err], PROBE + [err]))
         self.assertTrue(ok, report)
+
+
+class TestFamily(Base):
+
+    def test_mixin_lines_counted_over_running_and_retired_computes(self):
+        line = ('2026-12-01 13:00:00.000 1 INFO nova_revert_lock.mixins.%s '
+                '[req-1] [instance: x] something\n')
+        logs = []
+        for name, mixins in (('a', ['evacuate_under_lock'] * 2),
+                             ('b', ['unshelve_claim']),
+                             ('c', ['evacuate_under_lock'])):
+            p = os.path.join(self.tmp, name + '.log')
+            with open(p, 'w') as f:
+                f.write('2026-12-01 13:00:00.000 1 INFO nova_revert_lock.'
+                        'activation [-] applied\n')
+                f.write(''.join(line % m for m in mixins))
+            logs.append(p)
+
+        class State(object):
+            services = [{'host': 'h1', 'log': logs[0]},
+                        {'name': 'nova-api', 'log': logs[1]}]
+            data = {'retired': [{'host': 'h2', 'log': logs[2]},
+                                {'host': 'h3', 'log': '/nonexistent'}]}
+
+        class Cloud(object):
+            state = State()
+
+        self.assertEqual({'evacuate_under_lock': 3},
+                         checks.mixin_log_lines(Cloud()))
+
+    def test_judge(self):
+        self.assertEqual([], checks.judge_family({
+            'shelve': {'wrong': False, 'error': None}}))
+        self.assertEqual(
+            ['family evacuate: no report', 'family live-abort: boom',
+             'family shelve: books wrong'],
+            checks.judge_family({
+                'shelve': {'wrong': True, 'error': None},
+                'live-abort': {'wrong': True, 'error': 'boom'},
+                'evacuate': None}))
+
+    def test_the_mixins_path_must_have_run_where_it_applies(self):
+        rec = {'wrong': False, 'error': None, 'dest': 'h2',
+               'dest_mixins': ['evacuate_under_lock'], 'sections_by_kind': {}}
+        self.assertEqual(
+            ['family evacuate: evacuate_under_lock applies on h2, which ran '
+             'no evacuate_under_lock section'],
+            checks.judge_family({'evacuate': rec}))
+        rec['sections_by_kind'] = {'evacuate_under_lock': 1}
+        self.assertEqual([], checks.judge_family({'evacuate': rec}))
+        # A plain destination, or one where upstream's fix stands in.
+        rec.update(sections_by_kind={}, dest_mixins=[])
+        self.assertEqual([], checks.judge_family({'evacuate': rec}))
 
 
 class TestCommandLine(unittest.TestCase):

@@ -19,6 +19,7 @@ and cell1 mapped); the computes (two through nova-compute-revert-lock,
 one plain, or all plain with ``--plain``); host discovery; flavors.
 """
 
+import glob
 import hashlib
 import json
 import os
@@ -165,6 +166,19 @@ class Cloud(object):
         return (self.info['services'] + self.info['clients'] +
                 ['-e', TOP])
 
+    def write_driver_alias(self):
+        """Write the ``.pth`` that makes ``nova.virt.nrl_cloud`` ours.
+
+        See ``cloud_lib.driver_alias``. Rewritten on every ``up``, so
+        that it names this checkout's ``tools/``.
+        """
+        found = glob.glob(os.path.join(self.venv, 'lib', 'python*',
+                                       'site-packages'))
+        if not found:
+            raise UpError('no site-packages in %s' % self.venv)
+        with open(os.path.join(found[0], 'nrl-cloud-driver.pth'), 'w') as f:
+            f.write('%s\nimport cloud_lib.driver_alias\n' % LIB)
+
     def ensure_venv(self):
         """Create or update the services' virtualenv (a stamp skips it)."""
         stamp = os.path.join(self.venv, '.nrl-cloud-stamp')
@@ -174,6 +188,7 @@ class Cloud(object):
             [self.requirements(), open(constraints).read()]).encode()
         ).hexdigest()
         if os.path.exists(stamp) and open(stamp).read() == digest:
+            self.write_driver_alias()
             return
         py = find_python(self.info['python'])
         if not os.path.exists(self.bin('python')):
@@ -185,6 +200,7 @@ class Cloud(object):
                     'the %s services' % self.series)
         with open(stamp, 'w') as f:
             f.write(digest)
+        self.write_driver_alias()
 
     # -- processes ------------------------------------------------------
 
@@ -616,8 +632,8 @@ class Cloud(object):
                   self.log('nova-setup'), name='discover_hosts')
         self._venv_python('nova', 'wait-hypervisors', str(len(hosts)))
 
-    def restart_compute(self, host, mode):
-        """Stop one compute by its pid; start it again as ``mode``."""
+    def stop_compute(self, host):
+        """Stop one compute by its pid; its log is kept for the check."""
         retired = self.state.data.setdefault('retired', [])
         for s in list(self.state.services):
             if s.get('host') == host:
@@ -625,6 +641,11 @@ class Cloud(object):
                 self.state.services.remove(s)
                 retired.append(s)
         self.state.save()
+
+    def restart_compute(self, host, mode):
+        """Stop one compute (if it runs); start it again as ``mode``."""
+        self.stop_compute(host)
+        retired = self.state.data['retired']
         if mode == 'wrapper':
             self.check(host)
         # NOTE: a log per process, so that what the host logged as plain

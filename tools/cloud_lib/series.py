@@ -27,7 +27,11 @@ SERIES = {
                      'neutron==16.4.2'],
         'clients': ['PyMySQL', 'openstacksdk', 'python-openstackclient'],
         'tempest': 'tempest==24.0.0',
-        'compute_driver': 'fake.MediumFakeDriver',
+        # NOTE: Nova's fake driver that holds a live migration for up to
+        # 5 s and rolls it back when it is aborted meanwhile, NUMA-aware
+        # (cloud_lib/fake_drivers.py; family.py's live-abort step).
+        'compute_driver': 'nrl_cloud.NumaLiveMigrateDriver',
+        'live_abort': True,
     },
     'epoxy': {
         'python': '3.11',
@@ -45,5 +49,8 @@ SERIES = {
         # only drivers with a stable node UUID write: the other fake
         # drivers could not be restarted (the rolling switch).
         'compute_driver': 'fake.FakeDriverWithoutFakeNodes',
+        # NOTE: no fake driver keeps a node identity and can abort a live
+        # migration: family.py's live-abort step does not run here.
+        'live_abort': False,
     },
 }

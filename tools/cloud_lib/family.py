@@ -1,0 +1,306 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The family's other moves over REST, with books (runs in the venv).
+
+    python family.py shelve OUT             shelve, offload, unshelve
+    python family.py live-abort OUT         a live migration, aborted
+    python family.py evacuate-prepare HOST OUT
+                                            a server booted on HOST
+    python family.py evacuate OUT           (HOST's compute stopped
+                                            meanwhile) force it down,
+                                            evacuate the server
+    python family.py evacuate-finish OUT    (HOST's compute started
+                                            again) bring it back up,
+                                            delete the server
+
+Each step writes a JSON record to OUT: what it did, the books it
+expected and read (os-hypervisors and placement, as the soak reads them,
+with the same settling), and ``wrong`` when the books did not settle
+right, a host read below what stays on it, or the server ended in ERROR.
+
+These are the code paths the family's mixins replace, run by real
+nova-compute processes that reach the database only through the
+conductor: ``unshelve_claim`` on the unshelving host's periodic task,
+``live_migration_rollback`` on the destination of the aborted live
+migration, ``evacuate_under_lock`` on the evacuation's destination. They
+are a smoke test of those paths as deployed (books right, no ERROR in
+the logs, which the log check judges), not a race test: the races are
+raced in the functional tests.
+"""
+
+import json
+import sys
+import time
+
+from cloud_lib import bootstrap
+from cloud_lib import rest
+from cloud_lib import soak as soak_mod
+
+FLAVOR = soak_mod.FLAVORS['nrl-1']
+
+
+class Family(soak_mod.Soak):
+
+    def record(self, name, sid, host):
+        base = self.base(sid)
+        rec = {'step': name, 'server': sid, 'source': host, 'under': [],
+               'stable': [], 'late': [], 'error': None}
+
+        def watch(hyp=None):
+            hyp = hyp if hyp is not None else self.hypervisors()
+            for h, (vcpus, ram) in hyp.items():
+                b = base.get(h, (0, 0))
+                if vcpus < b[0] or ram < b[1]:
+                    rec['under'].append({'host': h, 'vcpus': vcpus,
+                                         'ram': ram, 'base': list(b)})
+        return rec, base, watch
+
+    def holds(self, base, host, hosts=None):
+        """What ``hosts`` (default: all) hold with the server on ``host``."""
+        out = {}
+        for h in hosts or base:
+            v = list(base[h])
+            if h == host:
+                v = [v[0] + FLAVOR['vcpus'], v[1] + FLAVOR['ram']]
+            out[h] = tuple(v)
+        return out
+
+    def action(self, sid, body):
+        self.c.compute.post('/servers/%s/action' % sid, json=body)
+
+    def migration(self, sid):
+        migs = self.c.compute.get('/os-migrations', params={
+            'instance_uuid': sid}).json()['migrations']
+        return sorted(migs, key=lambda m: m['id'])[-1] if migs else None
+
+    def service(self, host):
+        svcs = self.c.compute.get('/os-services', params={
+            'binary': 'nova-compute', 'host': host}).json()['services']
+        return svcs[0]
+
+    def wait_service(self, host, state, timeout=120):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.service(host)['state'] == state:
+                return
+            time.sleep(1)
+        raise soak_mod.CycleError('nova-compute on %s not %s after %ds'
+                                  % (host, state, timeout))
+
+    def finish(self, rec, expected, watch):
+        self._judge(rec, rec['step'], expected, watch)
+
+    # -- the steps --------------------------------------------------------
+
+    def shelve(self):
+        host = sorted(self.providers())[0]
+        sid = self.boot('nrl-family-shelve', host)
+        rec, base, watch = self.record('shelve', sid, host)
+        try:
+            self.wait(sid, 'ACTIVE', watch)
+            # NOTE: shelved_offload_time is 0: offloaded at once, the
+            # usage leaves the host; unshelve claims it on the host the
+            # scheduler picks, while the server is SHELVED_OFFLOADED and
+            # spawning (bug 2025480's window).
+            self.action(sid, {'shelve': None})
+            self.wait(sid, 'SHELVED_OFFLOADED', watch)
+            self._judge(rec, 'offloaded', {h: tuple(v)
+                                           for h, v in base.items()}, watch)
+            self.action(sid, {'unshelve': None})
+            s = self.wait(sid, 'ACTIVE', watch)
+            rec['dest'] = s['OS-EXT-SRV-ATTR:host']
+            self._judge(rec, 'unshelved', self.holds(base, rec['dest']),
+                        watch)
+        except soak_mod.CycleError as e:
+            rec['error'] = str(e)
+        finally:
+            self.delete([sid])
+        return rec
+
+    def live_abort(self):
+        hosts = sorted(self.providers())
+        host = hosts[0]
+        sid = self.boot('nrl-family-live', host)
+        rec, base, watch = self.record('live-abort', sid, host)
+        try:
+            self.wait(sid, 'ACTIVE', watch)
+            self.c.compute.post(
+                '/servers/%s/action' % sid, json={'os-migrateLive': {
+                    'host': None, 'block_migration': False}},
+                microversion='2.53')
+            # NOTE: the cloud's fake driver holds a live migration for up
+            # to 5 s, as a real one copying memory would, and ends it
+            # with the rollback when it is aborted meanwhile.
+            deadline = time.monotonic() + 60
+            mig = None
+            while time.monotonic() < deadline:
+                mig = self.migration(sid)
+                if mig and mig['status'] == 'running':
+                    break
+                watch()
+                time.sleep(soak_mod.POLL)
+            else:
+                raise soak_mod.CycleError('no running live migration: %s'
+                                          % (mig and mig['status']))
+            rec['dest'] = mig['dest_compute']
+            self.c.compute.delete('/servers/%s/migrations/%s'
+                                  % (sid, mig['id']))
+            # NOTE: the statuses the migration goes through, as polled:
+            # with live_migration_rollback on the destination it reads
+            # ``failed`` from the claim's drop until the source writes
+            # its own final status, ``cancelled`` for an abort.
+            seen = rec['statuses_seen'] = ['running']
+            deadline = time.monotonic() + soak_mod.TIMEOUT
+            while True:
+                status = self.migration(sid)['status']
+                if status != seen[-1]:
+                    seen.append(status)
+                if status in ('cancelled', 'error', 'completed'):
+                    break
+                if time.monotonic() > deadline:
+                    raise soak_mod.CycleError('migration not ended: %s'
+                                              % seen)
+                watch()
+                time.sleep(soak_mod.POLL)
+            rec['migration_status'] = status
+            s = self.wait(sid, 'ACTIVE', watch)
+            rec['host_after'] = s['OS-EXT-SRV-ATTR:host']
+            if rec['migration_status'] != 'cancelled' or (
+                    rec['host_after'] != host):
+                raise soak_mod.CycleError(
+                    'the abort did not roll back: migration %s, server '
+                    'on %s' % (rec['migration_status'], rec['host_after']))
+            self._judge(rec, 'rolled back', self.holds(base, host), watch)
+        except soak_mod.CycleError as e:
+            rec['error'] = str(e)
+        finally:
+            self.delete([sid])
+        return rec
+
+    def evacuate_prepare(self, host):
+        sid = self.boot('nrl-family-evacuate', host)
+        rec, base, watch = self.record('evacuate', sid, host)
+        rec['base'] = {h: list(v) for h, v in base.items()}
+        try:
+            self.wait(sid, 'ACTIVE', watch)
+        except soak_mod.CycleError as e:
+            rec['error'] = str(e)
+        return rec
+
+    def evacuate(self, rec):
+        sid, host = rec['server'], rec['source']
+        base = {h: tuple(v) for h, v in rec['base'].items()}
+        _r, _b, watch = self.record('evacuate', sid, host)
+        watch_list = _r['under']
+        try:
+            self.wait_service(host, 'down')
+            svc = self.service(host)
+            self.c.compute.put('/os-services/%s' % svc['id'],
+                               json={'forced_down': True})
+            self.action(sid, {'evacuate': {}})
+            s = self.wait(sid, 'ACTIVE', watch)
+            rec['dest'] = s['OS-EXT-SRV-ATTR:host']
+            mig = self.migration(sid)
+            rec['migration_status'] = mig and mig['status']
+            if rec['dest'] == host or rec['migration_status'] != 'done':
+                raise soak_mod.CycleError(
+                    'evacuation to %s, migration %s' % (
+                        rec['dest'], rec['migration_status']))
+            # NOTE: the source is down: its books are what it last saved
+            # (and placement holds its allocation until it starts again),
+            # so only the destination is judged here.
+            others = [h for h in base if h != host]
+            self._judge(rec, 'evacuated',
+                        self.holds(base, rec['dest'], others), watch)
+        except soak_mod.CycleError as e:
+            rec['error'] = str(e)
+        rec['under'].extend(w for w in watch_list if w['host'] != host)
+        return rec
+
+    def evacuate_finish(self, rec):
+        sid, host = rec['server'], rec['source']
+        base = {h: tuple(v) for h, v in rec['base'].items()}
+        _r, _b, watch = self.record('evacuate', sid, host)
+        try:
+            svc = self.service(host)
+            self.c.compute.put('/os-services/%s' % svc['id'],
+                               json={'forced_down': False})
+            self.wait_service(host, 'up')
+            if not rec.get('error'):
+                # NOTE: the restarted source deletes the evacuated guest
+                # and its allocation (init_host): its books are back.
+                self._judge(rec, 'source back',
+                            self.holds(base, rec['dest']), watch)
+        except soak_mod.CycleError as e:
+            rec['error'] = rec.get('error') or str(e)
+        finally:
+            self.delete([sid])
+        rec['under'].extend(_r['under'])
+        return rec
+
+    def delete(self, sids):
+        for sid in sids:
+            try:
+                self.c.compute.delete('/servers/%s' % sid)
+            except Exception:  # noqa: BLE001 - best effort clean-up
+                pass
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and any(
+                s['id'] in sids for s in self.servers()):
+            time.sleep(0.5)
+
+
+def _family():
+    clients = rest.Clients(rest.env_clouds_yaml())
+    images = clients.image.get('/v2/images', params={
+        'name': bootstrap.IMAGE_NAME}).json()['images']
+    return Family(clients, images[0]['id'])
+
+
+def _write(path, rec):
+    rec['wrong'] = bool(rec['under'] or rec['stable'] or rec['error'])
+    with open(path, 'w') as f:
+        json.dump(rec, f, indent=2, sort_keys=True)
+    print('family: %-10s %s -> %s %s%s' % (
+        rec['step'], rec['source'], rec.get('dest'),
+        'WRONG' if rec['wrong'] else 'ok',
+        ' (%s)' % rec['error'] if rec['error'] else ''))
+    return 1 if rec['wrong'] else 0
+
+
+def main(argv):
+    f = _family()
+    cmd = argv[0]
+    if cmd == 'shelve':
+        return _write(argv[1], f.shelve())
+    if cmd == 'live-abort':
+        return _write(argv[1], f.live_abort())
+    if cmd == 'evacuate-prepare':
+        rec = f.evacuate_prepare(argv[1])
+        with open(argv[2], 'w') as out:
+            json.dump(rec, out)
+        return 1 if rec['error'] else 0
+    with open(argv[1]) as src:
+        rec = json.load(src)
+    if cmd == 'evacuate':
+        rec = f.evacuate(rec)
+        with open(argv[1], 'w') as out:
+            json.dump(rec, out)
+        return 1 if rec['error'] else 0
+    if cmd == 'evacuate-finish':
+        return _write(argv[1], f.evacuate_finish(rec))
+    sys.exit('family: unknown step %s' % cmd)
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv[1:]))
