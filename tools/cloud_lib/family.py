@@ -208,7 +208,13 @@ class Family(soak_mod.Soak):
             self.c.compute.put('/os-services/%s' % svc['id'],
                                json={'forced_down': True})
             self.action(sid, {'evacuate': {}})
-            s = self.wait(sid, 'ACTIVE', watch)
+            self.wait(sid, 'ACTIVE', watch)
+            # NOTE: the destination clears the task state (the server
+            # reads ACTIVE) before it saves the instance with its new
+            # host and marks the migration done, upstream's order in
+            # every release: the move is over once the migration is.
+            self.wait_migration(sid, 'done')
+            s = self.server(sid)
             rec['dest'] = s['OS-EXT-SRV-ATTR:host']
             mig = self.migration(sid)
             rec['migration_status'] = mig and mig['status']
