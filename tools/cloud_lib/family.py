@@ -57,12 +57,7 @@ class Family(soak_mod.Soak):
                'stable': [], 'late': [], 'error': None}
 
         def watch(hyp=None):
-            hyp = hyp if hyp is not None else self.hypervisors()
-            for h, (vcpus, ram) in hyp.items():
-                b = base.get(h, (0, 0))
-                if vcpus < b[0] or ram < b[1]:
-                    rec['under'].append({'host': h, 'vcpus': vcpus,
-                                         'ram': ram, 'base': list(b)})
+            self.check_under(base, rec['under'], hyp)
         return rec, base, watch
 
     def holds(self, base, host, hosts=None):

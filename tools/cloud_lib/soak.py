@@ -123,6 +123,20 @@ class Soak(object):
                 out[host][1] += s['flavor']['ram']
         return out
 
+    def check_under(self, base, under, hyp=None):
+        """Note in ``under`` each host that reads below ``base``.
+
+        :param hyp: a reading of the hypervisors, or None to read them
+        :returns: the reading
+        """
+        hyp = hyp if hyp is not None else self.hypervisors()
+        for h, (vcpus, ram) in hyp.items():
+            b = base.get(h, (0, 0))
+            if vcpus < b[0] or ram < b[1]:
+                under.append({'host': h, 'vcpus': vcpus, 'ram': ram,
+                              'base': list(b)})
+        return hyp
+
     # -- acting -----------------------------------------------------------
 
     def boot(self, name, host):
@@ -202,12 +216,7 @@ class Soak(object):
         dest = {}
 
         def watch(hyp=None):
-            hyp = hyp if hyp is not None else self.hypervisors()
-            for h, (vcpus, ram) in hyp.items():
-                b = base.get(h, (0, 0))
-                if vcpus < b[0] or ram < b[1]:
-                    record['under'].append({'host': h, 'vcpus': vcpus,
-                                            'ram': ram, 'base': list(b)})
+            hyp = self.check_under(base, record['under'], hyp)
             d = dest.get('host')
             if kind == 'revert' and d and d in hyp:
                 if (tuple(hyp[src]) == tuple(base[src]) and
