@@ -189,12 +189,15 @@ def decide(name, functions, fixed, verified, table=None):
     :param table: the ``FINGERPRINTS`` mapping the functions were checked
         against (for the nearest release; default: the generated one)
 
-    An implementation applies when every function is code one of its
-    verified releases ships: all from one release, or (a build mixing
-    releases, such as a Nova built with the patch series or a
-    distribution's backport) each from one of them. Code that is only
-    surveyed is known but not patched. Where several implementations were
-    verified on the code, the newest series applies.
+    An implementation applies when one of its verified releases ships
+    every function, as the installed code has them. A build mixing
+    releases (a distribution's partial backport, say) whose functions are
+    each verified somewhere, but never together, is UNKNOWN: the tests
+    ran on each function, not on that combination, and a mixin relies on
+    how its functions work together (the order of the periodic task's
+    reads and of a move's steps). Code that is only surveyed is known but
+    not patched. Where several implementations were verified on the
+    code, the newest series applies.
     """
     if fixed:
         return MixinCheck(name, FIXED_UPSTREAM, functions)
@@ -215,14 +218,15 @@ def decide(name, functions, fixed, verified, table=None):
                           note=note, nearest=nearest)
     common = frozenset.intersection(*[f.releases for f in functions])
     series_found = [series for series, labels in verified.items()
-                    if all(f.releases & labels for f in functions)]
+                    if common & labels]
     if not series_found:
         known_in = fingerprints.sorted_releases(common)
         return MixinCheck(name, UNKNOWN, functions, problems=[
             '%s: the code is known (%s) but no implementation was '
             'verified on it (verified: %s)' % (
                 name, 'Nova %s' % ', '.join(known_in) if known_in else
-                'each function in some release, no release has them all',
+                'each function in some release, no release has them '
+                'all, so no test ran on this combination',
                 '; '.join('%s on %s' % (
                     series, ', '.join(fingerprints.sorted_releases(
                         labels)) or 'nothing surveyed')
@@ -231,16 +235,8 @@ def decide(name, functions, fixed, verified, table=None):
                         key=lambda item: _series_order(item[0]))) or
                 'no implementation')])
     series = max(series_found, key=_series_order)
-    note = None
-    if not common:
-        # NOTE: no single release has all of this code: a build that
-        # took some functions from a later release (a distribution's
-        # backport, this project's patch series). Each function is code
-        # the implementation was verified on.
-        note = ('no single release has all of this code; each function '
-                'is code the %s implementation was verified on' % series)
     return MixinCheck(name, MATCH, functions, series=series,
-                      releases=common, note=note)
+                      releases=common)
 
 
 def check_release(name, label, table=None):

@@ -88,6 +88,20 @@ class DecideTest(testtools.TestCase):
                              {'ussuri': ('21.0.0-21.1.0',)})
         self.assertEqual(decision.UNKNOWN, check.outcome)
 
+    def test_a_combination_no_verified_release_ships_is_unknown(self):
+        # 21.1.0's revert_resize beside 22.0.0's finish_revert_resize:
+        # each verified (21.1.0 and 22.0.0), never together, no release
+        # ships both. The tests never ran on that combination.
+        check = self._decide({REF_A: 'a1', REF_B: 'b2'},
+                             {'ussuri': ('21.1.0', '22.0.0')})
+        self.assertEqual(decision.UNKNOWN, check.outcome)
+        self.assertEqual(frozenset(), frozenset(check.releases))
+        self.assertIn('no test ran on this combination', check.problems[0])
+        # A release that ships both, verified: applied.
+        check = self._decide({REF_A: 'a2', REF_B: 'b1'},
+                             {'ussuri': ('21.1.1', '22.0.0')})
+        self.assertEqual(decision.MATCH, check.outcome)
+
     def test_newest_verified_series_applies(self):
         check = self._decide({REF_A: 'a2', REF_B: 'b1'},
                              {'ussuri': ('21.1.1',), '2025.1': ('21.1.1',)})
