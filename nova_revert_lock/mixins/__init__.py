@@ -137,15 +137,17 @@ REFS = collections.OrderedDict([
                    _RT + 'instance_claim',
                    _STATS + '_extract_state_from_instance'))),
     # Bug 1894095, a sibling race no release fixes: the destination of a
-    # rolled back live migration sets it failed where it drops its claim
-    # (mixins/live_migration_rollback.py). The source's rollback calls it
-    # before clearing the task state and setting its own final status.
+    # rolled back live migration remembers, where it drops its claim, not
+    # to count that migration again (mixins/live_migration_rollback.py).
+    # The source's rollback calls it before clearing the task state and
+    # setting its own final status.
     ('live_migration_rollback', Refs(
-        replaces=(_CM + 'drop_move_claim_at_destination',),
+        replaces=(_CM + 'drop_move_claim_at_destination',
+                  _RT + '_update_usage_from_migrations',
+                  _RT + '_update_usage_from_migration'),
         relies_on=(_CM + '_rollback_live_migration',
-                   _RT + 'drop_move_claim',
-                   _RT + '_update_usage_from_migrations',
-                   _RT + '_update_usage_from_migration'))),
+                   _CM + '_get_nodename',
+                   _RT + 'drop_move_claim'))),
 ])
 
 #: How the guard recognises upstream's fix from the code (distributions

@@ -10,51 +10,54 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""End a rolled back live migration where its destination claim is dropped.
+"""Do not count a rolled back live migration's dropped claim again.
 
 Nova bug 1894095, a sibling of bug 1879878. Runs on the destination host.
 No Nova release fixes it (upstream's reproducer, 99850a0481, still
 carries its FIXMEs).
 
 When a NUMA-aware live migration fails, the source's
-``_rollback_live_migration`` asks the destination to clean up, then calls
-``drop_move_claim_at_destination`` there, which drops the destination's
-move claim (flavor, NUMA topology and pinned pCPUs of the migration
-context). Only afterwards does the source clear the instance's task state
-and migration context and set the migration's final status (``error``
-or ``failed``). The destination's ``update_available_resource`` in
+``_rollback_live_migration`` calls ``drop_move_claim_at_destination`` on
+the destination, which drops the destination's move claim (flavor, NUMA
+topology and pinned pCPUs of the migration context). Only afterwards does
+the source clear the instance's task state and migration context and set
+the migration's final status (``error``, ``failed`` or ``cancelled``);
+Train calls the drop even before ``rollback_live_migration_at_destination``
+and its clean-up. The destination's ``update_available_resource`` in
 between still lists the migration as in progress, the instance as live
-migrating, and counts it again as an incoming migration: the claim it
-just dropped comes back, pCPUs included, and stays until the
-destination's next periodic task after the source's status save. With
-dedicated CPUs the destination refuses, or pins elsewhere, what it has
-room for meanwhile; a drop racing the re-count can unpin twice.
+migrating, and counts it again as an incoming migration: the claim it just
+dropped comes back, pCPUs included, and stays until the destination's
+next periodic task after the source's status save. With dedicated CPUs
+the destination refuses, or pins elsewhere, what it has room for
+meanwhile; a drop racing the re-count can unpin twice.
 
-The fix, under the same lock discipline as upstream's fix for bug
-1879878: the destination sets the migration ``failed`` and drops the
-claim as one critical section, under ``COMPUTE_RESOURCE_SEMAPHORE`` taken
-exactly as the installed tracker takes it (it is not reentrant: the
-section calls the unlocked ``_drop_move_claim``). ``failed`` is what
-upstream itself sets once a rollback has cleaned up (the default of
-``_rollback_live_migration`` from Victoria on) and no release lists it
-as in progress, so no periodic task can see the migration in progress
-without its claim. The source's later status save still writes the
-status it chooses (``error``, ``failed``, ``cancelled``): the final
-record is upstream's. Only a migration the destination can identify is
-changed: the one the instance's migration context names, a live
-migration to this host, not already in a final state; otherwise the drop
-runs alone, under the lock, as upstream's.
+The fix writes nothing upstream does not write. The destination's
+tracker remembers, in memory, the live migrations whose claim it dropped,
+in the critical section that drops it, under ``COMPUTE_RESOURCE_SEMAPHORE``
+taken exactly as the installed tracker takes it (it is not reentrant: the
+section calls the unlocked ``_drop_move_claim``). Its periodic task, which
+runs under the same lock, leaves those migrations uncounted, and forgets
+each once the periodic task no longer lists it (the source has set its
+final status). So no periodic task can count a migration whose claim is
+gone, and the migration record stays the source's alone: whatever status
+the source saves, on whatever path (a rollback, an RPC time-out that ends
+in ``error``, an abort), it is the one a poller, ``live-migration-abort``
+and ``_cleanup_incomplete_migrations`` see.
+
+The drop itself needs no database call of its own: the migration is the
+one the instance's migration context names, which the drop reads anyway.
+Only an incoming live migration to this host is ever left uncounted.
 
 What a compute-side fix can and cannot close
 --------------------------------------------
 
 * The destination's window is closed by the destination alone: the
-  source need not run this package. A source running it with an
-  unpatched destination gains nothing here; the source cannot close the
-  window by setting the status before the call either, because the
-  destination would then be left with a window of the other kind
-  (not in progress, claim still held), which makes its drop take the
-  usage away twice, as in bug 1879878.
+  source need not run this package, and its order of steps (Train's or
+  Ussuri's) does not matter. A source running it with an unpatched
+  destination gains nothing here.
+* The memory is the destination process's: a nova-compute restarted
+  between the drop and the source's final status counts the migration
+  again, as plain Nova does, until that status is saved.
 * The source half of the bug (Ussuri and later) is not closed. The
   destination's ``rollback_live_migration_at_destination`` runs the
   driver's clean-up with the migration context applied to the instance,
@@ -76,18 +79,17 @@ Upstream functions (``mixins.REFS['live_migration_rollback']``)
 Replaces:
 
 * ``ComputeManager.drop_move_claim_at_destination``
+* ``ResourceTracker._update_usage_from_migrations``
+* ``ResourceTracker._update_usage_from_migration``
 
 Relies on:
 
 * ``ComputeManager._rollback_live_migration``
+* ``ComputeManager._get_nodename``
 * ``ResourceTracker.drop_move_claim``
-* ``ResourceTracker._update_usage_from_migrations``
-* ``ResourceTracker._update_usage_from_migration``
 """
 
 from nova.compute import manager as nova_manager
-from nova import exception
-from nova import objects
 from oslo_log import log as logging
 
 from nova_revert_lock import locking
@@ -96,38 +98,82 @@ from nova_revert_lock import stats
 
 LOG = logging.getLogger(__name__)
 
-#: The status the destination sets: rolled back and cleaned up.
-ROLLED_BACK = 'failed'
-
-#: Statuses no release's periodic task counts as in progress for a live
-#: migration, or that another step set on purpose: left as they are.
-#: ('error' is listed from Victoria on, but it is final for the rollback.)
-FINAL_STATUSES = frozenset(['confirmed', 'reverted', 'error', 'failed',
-                            'completed', 'cancelled', 'done'])
+LIVE_MIGRATION = 'live-migration'
 
 
 class LiveMigrationRollbackTracker(object):
-    """Tracker side: status and claim drop as one critical section."""
+    """Tracker side: a claim dropped on rollback stays dropped."""
+
+    #: nodename -> {migration id: instance uuid}: the live migrations to
+    #: this node whose claim a rollback dropped, until the periodic task
+    #: no longer lists them. Read and written under the tracker's lock.
+    _nrl_dropped = None
 
     @locking.under_compute_resource_semaphore
     def drop_move_claim_at_live_migration_dest(self, context, instance,
-                                               nodename, migration=None):
+                                               nodename):
         """Drop the claim of a rolled back live migration on its dest.
 
         :param context: security context
         :param instance: the Instance, migration context still set
         :param nodename: this host's node the claim was made on
-        :param migration: its Migration record, set ``failed`` here, or
-            None to drop the claim alone
         """
         with stats.critical_section('live_migration_rollback'):
-            if migration is not None:
-                migration.status = ROLLED_BACK
-                migration.save()
             # NOTE: positional flavor: Train and Ussuri call the parameter
             # instance_type, later releases flavor.
             self._drop_move_claim(context, instance, nodename,
                                   instance.flavor)
+            # NOTE: the drop has read the migration context (its NUMA
+            # topology and resources); never load it here: a failing
+            # load would cost nothing but must not look like one.
+            mig_ctxt = (instance.migration_context
+                        if instance.obj_attr_is_set('migration_context')
+                        else None)
+            if mig_ctxt is None:
+                LOG.debug('No migration context: the periodic task counts '
+                          'the rolled back live migration as upstream '
+                          'does', instance=instance)
+                return
+            if self._nrl_dropped is None:
+                self._nrl_dropped = {}
+            self._nrl_dropped.setdefault(nodename, {})[
+                mig_ctxt.migration_id] = instance.uuid
+
+    def _update_usage_from_migrations(self, context, migrations, nodename):
+        """Forget the rolled back migrations the periodic no longer lists.
+
+        Called by upstream's periodic body under the tracker's lock, with
+        the list it read; the list is passed on untouched.
+        """
+        dropped = (self._nrl_dropped or {}).get(nodename)
+        if dropped:
+            listed = set(m.id for m in migrations)
+            for migration_id in [i for i in dropped if i not in listed]:
+                del dropped[migration_id]
+        return super(LiveMigrationRollbackTracker,
+                     self)._update_usage_from_migrations(
+                         context, migrations, nodename)
+
+    def _update_usage_from_migration(self, context, instance, migration,
+                                     nodename):
+        """Count a migration as upstream does, unless its claim is gone."""
+        if self._nrl_claim_dropped(migration, nodename):
+            LOG.debug('Not counting live migration %(migration)s on node '
+                      '%(node)s: its claim was dropped by the rollback, '
+                      'its final status is the source\'s to set',
+                      {'migration': migration.uuid, 'node': nodename},
+                      instance_uuid=migration.instance_uuid)
+            return
+        return super(LiveMigrationRollbackTracker,
+                     self)._update_usage_from_migration(
+                         context, instance, migration, nodename)
+
+    def _nrl_claim_dropped(self, migration, nodename):
+        dropped = (self._nrl_dropped or {}).get(nodename)
+        return bool(dropped and
+                    dropped.get(migration.id) == migration.instance_uuid and
+                    migration.migration_type == LIVE_MIGRATION and
+                    migration.dest_compute == self.host)
 
 
 class LiveMigrationRollbackMixin(object):
@@ -138,32 +184,14 @@ class LiveMigrationRollbackMixin(object):
     def drop_move_claim_at_destination(self, context, instance):
         """Called by the source of a live migration during rollback.
 
-        Same as upstream's, except that the migration is set ``failed``
-        in the critical section that drops the claim.
+        Same as upstream's, except that the tracker remembers the dropped
+        claim in the critical section that drops it.
         """
         nodename = self._get_nodename(instance)
-        migration = self._nrl_rolled_back_migration(context, instance)
         LOG.debug('Dropping live migration resource claim on destination '
                   'node %s', nodename, instance=instance)
         self.rt.drop_move_claim_at_live_migration_dest(
-            context, instance, nodename, migration)
-
-    def _nrl_rolled_back_migration(self, context, instance):
-        """The live migration to this host being rolled back, or None."""
-        mig_ctxt = instance.migration_context
-        if mig_ctxt is None:
-            return None
-        try:
-            migration = objects.Migration.get_by_id(
-                context, mig_ctxt.migration_id)
-        except exception.MigrationNotFound:
-            return None
-        if (migration.migration_type != 'live-migration' or
-                migration.instance_uuid != instance.uuid or
-                migration.dest_compute != self.host or
-                migration.status in FINAL_STATUSES):
-            return None
-        return migration
+            context, instance, nodename)
 
 
 _IMPLEMENTATION = base.Implementation(
@@ -171,11 +199,13 @@ _IMPLEMENTATION = base.Implementation(
 
 SPEC = base.MixinSpec(
     name='live_migration_rollback',
-    summary='live migration rollback (destination): migration failed and '
-            'claim drop under COMPUTE_RESOURCE_SEMAPHORE (bug 1894095)',
+    summary='live migration rollback (destination): the dropped claim '
+            'stays uncounted, under COMPUTE_RESOURCE_SEMAPHORE (bug 1894095)',
     # NOTE: one implementation for every series in mixins.VERIFIED: the
     # method takes the same arguments and calls the same tracker method
-    # in all of them (only the flavor parameter's name differs).
+    # in all of them (only the flavor parameter's name differs), and the
+    # periodic task counts each migration through the same tracker
+    # methods.
     implementations={'train': _IMPLEMENTATION, 'ussuri': _IMPLEMENTATION,
                      'victoria': _IMPLEMENTATION,
                      'wallaby': _IMPLEMENTATION, 'xena': _IMPLEMENTATION,

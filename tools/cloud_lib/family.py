@@ -151,9 +151,9 @@ class Family(soak_mod.Soak):
             self.c.compute.delete('/servers/%s/migrations/%s'
                                   % (sid, mig['id']))
             # NOTE: the statuses the migration goes through, as polled:
-            # with live_migration_rollback on the destination it reads
-            # ``failed`` from the claim's drop until the source writes
-            # its own final status, ``cancelled`` for an abort.
+            # the source's alone (``running``, then ``cancelled`` for an
+            # abort), live_migration_rollback on the destination or not:
+            # the destination writes nothing to the migration.
             seen = rec['statuses_seen'] = ['running']
             deadline = time.monotonic() + soak_mod.TIMEOUT
             while True:
@@ -168,6 +168,10 @@ class Family(soak_mod.Soak):
                 watch()
                 time.sleep(soak_mod.POLL)
             rec['migration_status'] = status
+            if 'failed' in seen:
+                raise soak_mod.CycleError(
+                    'the aborted migration read failed, a status its '
+                    'source never sets on an abort: %s' % seen)
             s = self.wait(sid, 'ACTIVE', watch)
             rec['host_after'] = s['OS-EXT-SRV-ATTR:host']
             if rec['migration_status'] != 'cancelled' or (

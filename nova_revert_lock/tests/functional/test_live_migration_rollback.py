@@ -28,7 +28,10 @@ reproducer (99850a0481) sets them up:
 
 On plain Nova host1's periodic task counts the in-progress migration
 again: host1 reads pCPUs 0-3 pinned while it holds only B. With the
-mixin the migration is ``failed`` by then and host1 reads 0,1.
+mixin host1 reads 0,1, and the migration record is the source's alone:
+the destination writes nothing upstream's would not, on any path (the
+source's status while the rollback runs, a source whose call to the
+destination timed out, a destination whose database calls fail).
 
 What the source's periodic task reads in the window is recorded too:
 the mixin does not change it (see the module doc of
@@ -39,12 +42,15 @@ from nova.tests import functional  # noqa: F401 (eventlet first)
 
 import eventlet
 import fixtures
+import oslo_messaging
 
 from nova.conductor import manager as conductor_manager
 from nova import objects
 from nova.objects import base as objects_base
 
 from nova_revert_lock import activation
+from nova_revert_lock import locking
+from nova_revert_lock import mixins
 from nova_revert_lock.mixins import base as mixin_base
 from nova_revert_lock.mixins import live_migration_rollback
 from nova_revert_lock.tests.functional import hooks
@@ -192,7 +198,7 @@ class _RollbackBase(test_source_window_pinning._PinningWindowBase):
 
         def drop_at_dest(orig_call, rpcapi, ctxt, instance, host, *a, **kw):
             result = orig_call(rpcapi, ctxt, instance, host, *a, **kw)
-            if not seen:
+            if 'dropped' not in seen:
                 seen['dropped'] = self._host_pinned(DEST)
                 seen['status'] = self._migration_of(instance.uuid).status
                 self._periodic(DEST)
@@ -204,11 +210,22 @@ class _RollbackBase(test_source_window_pinning._PinningWindowBase):
         hooks.wrap(self, 'nova.compute.rpcapi.ComputeAPI.'
                    'drop_move_claim_at_destination', drop_at_dest)
 
+        def rollback_at_dest(orig_call, rpcapi, ctxt, instance, *a, **kw):
+            # Train asks the destination to clean up after the drop,
+            # Ussuri and later before it.
+            seen.setdefault('at_dest_cleanup',
+                            self._migration_of(instance.uuid).status)
+            return orig_call(rpcapi, ctxt, instance, *a, **kw)
+
+        hooks.wrap(self, 'nova.compute.rpcapi.ComputeAPI.'
+                   'rollback_live_migration_at_destination',
+                   rollback_at_dest)
+
         done = self._watch_rollback()
         self._live_migrate(server_a['id'])
         migration = self._wait_rolled_back(server_a['id'], done)
-        self.assertTrue(seen, 'the destination was never asked to drop '
-                        'its claim')
+        self.assertIn('dropped', seen, 'the destination was never asked to '
+                      'drop its claim')
         seen['final'] = migration.status
         # What the source's rollback saved last, as upstream's code chose
         # it (error on Ussuri, failed from Victoria on).
@@ -219,7 +236,7 @@ class _RollbackBase(test_source_window_pinning._PinningWindowBase):
 
 
 class LiveMigrationRollbackTest(_RollbackBase):
-    """With the mixin the destination's periodic finds the migration over."""
+    """With the mixin the destination's periodic leaves the claim dropped."""
 
     mixins = ['live_migration_rollback']
 
@@ -231,22 +248,30 @@ class LiveMigrationRollbackTest(_RollbackBase):
     def test_dest_periodic_in_window_counts_no_claim(self):
         seen = self._rollback_raced()
         self.assertEqual(self.pinned, seen['dropped'])
-        self.assertEqual('failed', seen['status'])
         self.assertEqual(self.pinned, seen[DEST])
-        # The source's final status save still writes its own status.
+        # The record is the source's: still in progress while the source
+        # rolls back (whichever order its release calls the destination
+        # in), then the status the source chose.
+        self.assertNotIn(seen['status'], NOT_IN_PROGRESS)
+        self.assertNotIn(seen['at_dest_cleanup'], NOT_IN_PROGRESS)
         self.assertIn(seen['final'], NOT_IN_PROGRESS)
         self.assertEqual(seen['source_final'], seen['final'])
         self._periodic(DEST)
         self._periodic(SOURCE)
         self.assertEqual(self.pinned, self._host_pinned(DEST))
         self.assertEqual(self.pinned, self._host_pinned(SOURCE))
+        # Forgotten once the periodic task no longer lists the migration.
+        rt = self.computes[DEST].manager.rt
+        self.assertEqual({}, rt._nrl_dropped.get(DEST, {}))
 
     def test_through_the_conductor(self):
-        """The destination's database calls survive RPC serialization.
+        """The destination makes no database call of its own.
 
         A real nova-compute reaches the database through the conductor;
         here every object call made while the destination drops its claim
         is serialized as RPC would and run by a conductor manager.
+        Upstream's destination neither reads nor writes the migration
+        there, and neither does the mixin.
         """
         indirection = test_source_window_flip.SerializingIndirection(
             conductor_manager.ConductorManager())
@@ -262,41 +287,109 @@ class LiveMigrationRollbackTest(_RollbackBase):
         hooks.wrap(self, 'nova.compute.rpcapi.ComputeAPI.'
                    'drop_move_claim_at_destination', through_conductor)
         seen = self._rollback_raced()
-        self.assertIn('Migration.get_by_id', indirection.calls)
-        self.assertIn('Migration.save', indirection.calls)
-        self.assertEqual('failed', seen['status'])
+        self.assertNotIn('Migration.get_by_id', indirection.calls)
+        self.assertNotIn('Migration.save', indirection.calls)
+        self.assertNotIn(seen['status'], NOT_IN_PROGRESS)
         self.assertEqual(self.pinned, seen[DEST])
         self.assertEqual(seen['source_final'], seen['final'])
 
-    def test_periodic_at_status_save_waits_for_the_drop(self):
-        """The status and the drop are one critical section.
+    def test_failing_database_never_stops_the_drop(self):
+        """A database call failing in the drop costs the drop nothing.
 
-        The destination's periodic task is started the moment the
-        destination saves the migration ``failed``; the saving
-        greenthread then yields. Were the drop outside the lock, the
-        periodic would run before it, count nothing for the migration,
-        and the drop would unpin pCPUs 2,3 a second time.
+        Upstream's drop reads nothing: the mixin must not add a call
+        whose failure leaves the claim in place. Every migration look-up
+        fails while the destination drops its claim.
+        """
+        def failing(*args, **kwargs):
+            raise oslo_messaging.MessagingTimeout('conductor gone')
+
+        def drop_with_failing_lookups(orig_call, *args, **kwargs):
+            with fixtures.MonkeyPatch(
+                    'nova.objects.Migration.get_by_id', failing):
+                return orig_call(*args, **kwargs)
+
+        hooks.wrap(self, 'nova.compute.rpcapi.ComputeAPI.'
+                   'drop_move_claim_at_destination',
+                   drop_with_failing_lookups)
+        seen = self._rollback_raced()
+        self.assertEqual(self.pinned, seen['dropped'])
+        self.assertEqual(self.pinned, seen[DEST])
+        self.assertEqual(seen['source_final'], seen['final'])
+
+    def test_source_timeout_status_is_kept(self):
+        """A source whose call timed out keeps its ``error``.
+
+        The destination's drop waits for the tracker's lock (held here,
+        as a long periodic task would hold it) past the source's RPC
+        time-out; the source then sets the migration ``error``, which is
+        what ``_cleanup_incomplete_migrations`` later looks for. When the
+        destination gets the lock it drops the claim and writes nothing.
+        """
+        server_a, _server_b = self._boot_both()
+        # NOTE: in this framework every compute shares the one lock: it is
+        # taken only once the source asks, the destination's claim made.
+        lock = locking.tracker_lock(mixins.LOCK_REFS)
+        release = eventlet.event.Event()
+        holding = eventlet.event.Event()
+        holders = []
+        dest_calls = []
+
+        def hold():
+            holding.send()
+            release.wait()
+
+        def timed_out(orig_call, rpcapi, ctxt, instance, host, *a, **kw):
+            holders.append(eventlet.spawn(lock.synchronized()(hold)))
+            holding.wait()
+            dest_calls.append(eventlet.spawn(
+                orig_call, rpcapi, ctxt, instance, host, *a, **kw))
+            eventlet.sleep(0.2)   # the destination now waits for the lock
+
+            def release_once_error():
+                while self._migration_of(instance.uuid).status != 'error':
+                    eventlet.sleep(0.05)
+                release.send()
+
+            eventlet.spawn(release_once_error)
+            raise oslo_messaging.MessagingTimeout('no reply in time')
+
+        hooks.wrap(self, 'nova.compute.rpcapi.ComputeAPI.'
+                   'drop_move_claim_at_destination', timed_out)
+        self._live_migrate(server_a['id'])
+        deadline = eventlet.timeout.Timeout(60)
+        try:
+            while not (dest_calls and release.ready()):
+                eventlet.sleep(0.05)
+            holders[0].wait()
+            dest_calls[0].wait()
+        finally:
+            deadline.cancel()
+        self.assertEqual('error', self._migration_of(server_a['id']).status)
+        self.assertEqual(self.pinned, self._host_pinned(DEST))
+        self._periodic(DEST)
+        self.assertEqual(self.pinned, self._host_pinned(DEST))
+        self.assertEqual('error', self._migration_of(server_a['id']).status)
+
+    def test_periodic_waits_for_the_drop(self):
+        """The drop and what the tracker remembers are one critical section.
+
+        The destination's periodic task is started the moment the drop
+        begins; the dropping greenthread then yields. The periodic waits
+        for the lock, runs after the drop, and finds the claim dropped.
         """
         server_a, _server_b = self._boot_both()
         order = []
         periodics = []
-
-        def save(orig_save, migration, *args, **kwargs):
-            result = orig_save(migration, *args, **kwargs)
-            if (migration.status == 'failed' and not periodics and
-                    migration.dest_compute == DEST):
-                order.append('status')
-                periodics.append(eventlet.spawn(self._raced_periodic,
-                                                order))
-                eventlet.sleep(0.5)
-            return result
-
         # NOTE: the composed tracker class is made at activation, not
         # importable by name: its unlocked drop is wrapped in place.
         tracker_cls = type(self.computes[DEST].manager.rt)
         orig_drop = tracker_cls._drop_move_claim
 
         def drop(rt, *args, **kwargs):
+            if rt.host == DEST and not periodics:
+                periodics.append(eventlet.spawn(self._raced_periodic,
+                                                order))
+                eventlet.sleep(0.5)
             result = orig_drop(rt, *args, **kwargs)
             if rt.host == DEST:
                 order.append('drop')
@@ -308,13 +401,12 @@ class LiveMigrationRollbackTest(_RollbackBase):
         else:
             self.addCleanup(delattr, tracker_cls, '_drop_move_claim')
         tracker_cls._drop_move_claim = drop
-        hooks.wrap(self, 'nova.objects.Migration.save', save)
         done = self._watch_rollback()
         self._live_migrate(server_a['id'])
         self._wait_rolled_back(server_a['id'], done)
         self.assertEqual(1, len(periodics))
         periodics[0].wait()
-        self.assertEqual(['status', 'drop', 'periodic'], order)
+        self.assertEqual(['drop', 'periodic'], order)
         self.assertEqual(self.pinned, self._host_pinned(DEST))
         self._periodic(DEST)
         self.assertEqual(self.pinned, self._host_pinned(DEST))
@@ -389,7 +481,7 @@ class MixedFleetPatchedDestTest(_MixedFleetBase):
     def test_dest_periodic_in_window_counts_no_claim(self):
         self._assert_composed()
         seen = self._rollback_raced()
-        self.assertEqual('failed', seen['status'])
+        self.assertNotIn(seen['status'], NOT_IN_PROGRESS)
         self.assertEqual(self.pinned, seen[DEST])
         self.assertEqual(seen['source_final'], seen['final'])
 
