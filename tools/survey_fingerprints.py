@@ -21,7 +21,7 @@ table: one row per function and distinct code, with the releases that ship
 it. With ``--write`` it regenerates
 ``nova_revert_lock/guard/fingerprint_table.py``, which records where each
 surveyed release was read from (``SOURCES``) and which releases carry each
-upstream fix the guard recognises (``CALLS``).
+upstream fix the guard recognises (``FIXED``).
 
 A release tag is the code its sdist was built from, so ``--git`` gives the
 fingerprints the package index gives, without downloading a hundred
@@ -46,18 +46,17 @@ package index; it never imports Nova::
 import argparse
 import collections
 import hashlib
-import io
 import os
 import subprocess
 import sys
 import tarfile
 import tempfile
-import tokenize
 import zipfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir))
 
 from nova_revert_lock.guard import fingerprints  # noqa: E402
+from nova_revert_lock.guard import recognise  # noqa: E402
 from nova_revert_lock.guard import releases as nova_releases  # noqa: E402
 from nova_revert_lock import mixins  # noqa: E402
 
@@ -101,9 +100,10 @@ SURVEYED_PATCHES = %(patches)s
 #: or ``git <tag> <commit>`` (a tag of openstack/nova).
 SOURCES = %(sources)s
 
-#: ``CALLS[ref][name]``: the surveyed releases whose ``ref`` refers to
-#: ``name``, for each upstream fix ``mixins.FIXED_WHEN`` recognises.
-CALLS = %(calls)s
+#: ``FIXED[mixin]``: the surveyed releases that carry the upstream fix
+#: of that mixin, every part of ``mixins.FIXED_WHEN[mixin]`` found as
+#: ``guard.recognise`` finds it in live code.
+FIXED = %(fixed)s
 
 FINGERPRINTS = {
 '''
@@ -168,7 +168,8 @@ def available_releases():
 
 def _wanted_files():
     """{path in a source tree: module} of the modules we survey."""
-    modules = sorted({ref.split(':')[0] for ref in mixins.all_refs()})
+    modules = sorted({ref.split(':')[0] for ref in
+                      mixins.all_refs() + mixins.fix_refs()})
     return {m.replace('.', '/') + '.py': m for m in modules}
 
 
@@ -256,25 +257,13 @@ def patched_sources(series, workdir):
     return PATCHED_LABEL % release, found
 
 
-def calls_name(text, name):
-    """True if the function source ``text`` refers to ``name``.
-
-    The offline twin of ``mixins.base.calls``, which reads the live code
-    object's names: a NAME token of the function's code (strings and
-    comments do not count).
-    """
-    tokens = tokenize.generate_tokens(io.StringIO(text).readline)
-    return any(tok.type == tokenize.NAME and tok.string == name
-               for tok in tokens)
-
-
 def survey(releases, patched=(), git=None):
     """Survey releases, then patched builds.
 
     :param git: a :class:`GitTree` to read releases it has a tag for
     :returns: (table, {label: (series, patch series digest)},
         {ref: {source text digest: fingerprint}}, {label: provenance},
-        {ref: {name: [labels]}})
+        {mixin: [labels carrying its upstream fix]})
     """
     table = collections.defaultdict(lambda: collections.defaultdict(list))
     by_module = collections.defaultdict(list)
@@ -284,9 +273,7 @@ def survey(releases, patched=(), git=None):
     surveyed_patches = {}
     texts = collections.defaultdict(dict)
     provenance = {}
-    markers = collections.defaultdict(lambda: collections.defaultdict(list))
-    for marker in mixins.FIXED_WHEN.values():
-        markers[marker.ref][marker.name] = []
+    fixed = dict((name, []) for name in mixins.FIXED_WHEN)
 
     def _add(label, sources):
         for module, paths in sorted(by_module.items()):
@@ -297,9 +284,10 @@ def survey(releases, patched=(), git=None):
                 digest = fingerprints.fingerprint(text)
                 table[ref][digest].append(label)
                 texts[ref][fingerprints.source_digest(text)] = digest
-                for name, labels in markers.get(ref, {}).items():
-                    if calls_name(text, name):
-                        labels.append(label)
+        recogniser = recognise.Recogniser(recognise.TextSources(sources))
+        for name, parts in mixins.FIXED_WHEN.items():
+            if recogniser.fixed(parts):
+                fixed[name].append(label)
         print('surveyed nova %s' % label, file=sys.stderr)
 
     with tempfile.TemporaryDirectory() as workdir:
@@ -323,10 +311,10 @@ def survey(releases, patched=(), git=None):
             surveyed_patches[label] = (
                 series, fingerprints.patch_series_digest(
                     os.path.join(PATCHES_DIR, series)))
-    for digests in list(table.values()) + list(markers.values()):
+    for digests in list(table.values()) + [fixed]:
         for key, labels in digests.items():
             digests[key] = fingerprints.sorted_releases(labels)
-    return table, surveyed_patches, texts, provenance, markers
+    return table, surveyed_patches, texts, provenance, fixed
 
 
 def print_table(table):
@@ -341,13 +329,13 @@ def print_table(table):
                 ', '.join(releases)))
 
 
-def write_table(table, releases, patches, texts, provenance, markers,
+def write_table(table, releases, patches, texts, provenance, fixed,
                 args):
     lines = [HEADER % {'args': ' '.join(args),
                        'releases': _block_tuple(releases),
                        'patches': _patches_dict(patches),
                        'sources': _sources_dict(provenance),
-                       'calls': _calls_dict(markers)}]
+                       'fixed': _fixed_dict(fixed)}]
     for ref in sorted(table):
         lines.append('    %r: {\n' % ref)
         for digest, rels in sorted(
@@ -389,15 +377,11 @@ def _sources_dict(provenance):
     return '\n'.join(out)
 
 
-def _calls_dict(markers):
+def _fixed_dict(fixed):
     out = ['{']
-    for ref in sorted(markers):
-        out.append('    %r: {' % ref)
-        for name in sorted(markers[ref]):
-            out.append('        %r:' % name)
-            out.append('            %s,' % _wrap_tuple(
-                tuple(markers[ref][name])))
-        out.append('    },')
+    for name in sorted(fixed):
+        out.append('    %r:' % name)
+        out.append('        %s,' % _wrap_tuple(tuple(fixed[name]), 8))
     out.append('}')
     return '\n'.join(out)
 
@@ -453,13 +437,13 @@ def main(argv=None):
         releases.extend(r for r in expand(spec, available)
                         if r not in releases)
     git = GitTree(args.git) if args.git else None
-    table, patches, texts, provenance, markers = survey(
+    table, patches, texts, provenance, fixed = survey(
         releases, args.patched, git)
     print_table(table)
     if args.write:
         # NOTE: the clone's path is left out of the recorded command line:
         # it is this machine's, and SOURCES names each tag and commit.
-        write_table(table, releases, patches, texts, provenance, markers,
+        write_table(table, releases, patches, texts, provenance, fixed,
                     args.releases + (['--git NOVA_CLONE'] if git else []) + [
                         '--patched %s' % s for s in args.patched] +
                     ['--write'])

@@ -269,9 +269,7 @@ def check_release(name, label, table=None):
         else:
             functions.append(fingerprints.FunctionCheck(
                 ref, digest, table.FINGERPRINTS[ref][digest]))
-    marker = mixins.FIXED_WHEN.get(name)
-    fixed = marker is not None and label in table.CALLS.get(
-        marker.ref, {}).get(marker.name, ())
+    fixed = label in table.FIXED.get(name, ())
     verified = verified_releases(
         name, mixins.VERIFIED.get(name, {}), table.FINGERPRINTS)
     return decide(name, functions, fixed, verified, table.FINGERPRINTS)

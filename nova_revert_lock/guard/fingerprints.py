@@ -358,26 +358,30 @@ def sources_in_source(source, refs):
     function, as :func:`quick_source` finds it on a live function.
 
     :param source: the module's source text
-    :param refs: iterable of ``'Class.method'`` paths within that module
+    :param refs: iterable of ``'Class.method'`` paths within that module,
+        or ``'function'`` for a function of the module itself
     :returns: dict mapping each path found to its text
     """
     tree = ast.parse(source)
     lines = source.splitlines(True)
     wanted = set(refs)
     found = {}
-    for cls in tree.body:
-        if not isinstance(cls, ast.ClassDef):
+    functions = (ast.FunctionDef, ast.AsyncFunctionDef)
+    candidates = []
+    for top in tree.body:
+        if isinstance(top, functions):
+            candidates.append((top.name, top))
+        elif isinstance(top, ast.ClassDef):
+            candidates.extend(('%s.%s' % (top.name, node.name), node)
+                              for node in top.body
+                              if isinstance(node, functions))
+    for path, node in candidates:
+        if path not in wanted:
             continue
-        for node in cls.body:
-            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                continue
-            path = '%s.%s' % (cls.name, node.name)
-            if path not in wanted:
-                continue
-            first = min([node.lineno] +
-                        [d.lineno for d in node.decorator_list])
-            end = _node_end(node, lines, first)
-            found[path] = ''.join(lines[first - 1:end])
+        first = min([node.lineno] +
+                    [d.lineno for d in node.decorator_list])
+        end = _node_end(node, lines, first)
+        found[path] = ''.join(lines[first - 1:end])
     return found
 
 

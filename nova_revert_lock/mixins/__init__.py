@@ -150,32 +150,83 @@ REFS = collections.OrderedDict([
                    _RT + 'drop_move_claim'))),
 ])
 
+#: One part of an upstream fix, as the guard recognises it from the code
+#: (:mod:`nova_revert_lock.guard.recognise`): function ``ref``, or a
+#: method of its class it reaches through ``self``, ``does`` (``calls``,
+#: ``assigns``, ``refers``, ``decorated``) ``name``.
+Does = collections.namedtuple('Does', ['ref', 'does', 'name'])
+
+_VM_STATES = 'nova.compute.vm_states:'
+
+
+def _under_lock(tracker_method, status_set):
+    """The tracker half of upstream's 1879878 fixes: one critical section.
+
+    The locked tracker method sets the migration's status and drops the
+    claim through the unlocked ``_drop_move_claim``.
+    """
+    return (Does(_RT + tracker_method, 'decorated', 'synchronized'),
+            Does(_RT + tracker_method, 'assigns', status_set),
+            Does(_RT + tracker_method, 'calls', '_drop_move_claim'))
+
+
 #: How the guard recognises upstream's fix from the code (distributions
 #: backport without changing the version): the mixin stands aside where
-#: ``ref`` refers to ``name``. A mixin not named here has no upstream fix.
-Calls = collections.namedtuple('Calls', ['ref', 'name'])
-
+#: every part holds. Anchors are entry points that upstream does not
+#: rename (RPC methods, the periodic task), so that a body moved into a
+#: helper or a renamed private method is still recognised. A mixin not
+#: named here has no upstream fix.
 FIXED_WHEN = {
-    'confirm': Calls(_CM + '_confirm_resize', 'drop_move_claim_at_source'),
-    'revert': Calls(_CM + 'revert_resize', 'drop_move_claim_at_dest'),
-    'cross_cell_confirm': Calls(
-        _CM + '_confirm_snapshot_based_resize_at_source',
-        'drop_move_claim_at_source'),
-    'cross_cell_revert': Calls(
-        _CM + '_revert_snapshot_based_resize_at_dest',
-        'drop_move_claim_at_dest'),
-    # b841e55321: the source's _resize_instance sets old_flavor itself.
-    'resize_source_flavor': Calls(_CM + '_resize_instance', 'old_flavor'),
+    # I26b050c4 / I29d6f4a7 (Victoria, Ussuri 21.1.1): the manager calls
+    # the tracker's locked status-and-drop.
+    'confirm': (Does(_CM + 'confirm_resize', 'calls',
+                     'drop_move_claim_at_source'),) +
+    _under_lock('drop_move_claim_at_source', 'status'),
+    'revert': (Does(_CM + 'revert_resize', 'calls',
+                    'drop_move_claim_at_dest'),) +
+    _under_lock('drop_move_claim_at_dest', 'status'),
+    'cross_cell_confirm': (
+        Does(_CM + 'confirm_snapshot_based_resize_at_source', 'calls',
+             'drop_move_claim_at_source'),) +
+    _under_lock('drop_move_claim_at_source', 'status'),
+    'cross_cell_revert': (
+        Does(_CM + 'revert_snapshot_based_resize_at_dest', 'calls',
+             'drop_move_claim_at_dest'),) +
+    _under_lock('drop_move_claim_at_dest', 'status'),
+    # b841e55321: the source's resize sets old_flavor itself, in the save
+    # that hands the instance over (reading it is not the fix).
+    'resize_source_flavor': (
+        Does(_CM + 'resize_instance', 'assigns', 'old_flavor'),),
     # 32c1044d86: the periodic body applies incoming migration contexts.
-    'incoming_migration_context': Calls(
-        _RT + '_update_available_resource', 'apply_migration_context'),
-    # 7675964af8: rebuild_instance ends in the tracker's finish_evacuation.
-    'evacuate_under_lock': Calls(_CM + 'rebuild_instance',
-                                 'finish_evacuation'),
-    # f1dc4ec39b: the usage update asks vm_states.allow_resource_removal.
-    'unshelve_claim': Calls(_RT + '_update_usage_from_instances',
-                            'allow_resource_removal'),
+    'incoming_migration_context': (
+        Does(_RT + 'update_available_resource', 'calls',
+             'apply_migration_context'),),
+    # 7675964af8: rebuild_instance ends in the tracker's locked
+    # finish_evacuation, which sets the host and the migration's status.
+    'evacuate_under_lock': (
+        Does(_CM + 'rebuild_instance', 'calls', 'finish_evacuation'),
+        Does(_RT + 'finish_evacuation', 'decorated', 'synchronized'),
+        Does(_RT + 'finish_evacuation', 'assigns', 'host'),
+        Does(_RT + 'finish_evacuation', 'assigns', 'status')),
+    # f1dc4ec39b: the three places that untracked a SHELVED_OFFLOADED
+    # server ask vm_states.allow_resource_removal, which keeps one being
+    # spawned. All three: a partial backport still loses the claim.
+    'unshelve_claim': (
+        Does(_RT + '_update_usage_from_instances', 'calls',
+             'allow_resource_removal'),
+        Does(_RT + '_update_usage_from_instance', 'calls',
+             'allow_resource_removal'),
+        Does(_STATS + 'update_stats_for_instance', 'calls',
+             'allow_resource_removal'),
+        Does(_VM_STATES + 'allow_resource_removal', 'refers', 'SPAWNING')),
 }
+
+
+def fix_refs():
+    """Every function a part of an upstream fix is anchored on."""
+    return sorted({part.ref for parts in FIXED_WHEN.values()
+                   for part in parts})
+
 
 #: ``(ref, release)``: the function that came with the feature a mixin
 #: fixes, and the first release that has it. Where it is absent there is

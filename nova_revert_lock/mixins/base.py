@@ -24,6 +24,7 @@ import inspect
 
 from nova_revert_lock.guard import decision
 from nova_revert_lock.guard import fingerprints
+from nova_revert_lock.guard import recognise
 from nova_revert_lock import mixins
 
 # NOTE: the verdict and its outcomes live in decision.py, which the support
@@ -119,15 +120,13 @@ class MixinSpec(object):
     def fixed_upstream(self):
         """True when the installed Nova already carries this fix.
 
-        Decided from the code (``mixins.FIXED_WHEN``), since distributions
-        backport without changing the version.
+        Decided from what the code does (``mixins.FIXED_WHEN``, every
+        part of the fix; :mod:`~nova_revert_lock.guard.recognise`), since
+        distributions backport without changing the version.
         """
         if self._fixed_upstream is not None:
             return self._fixed_upstream()
-        marker = mixins.FIXED_WHEN.get(self.name)
-        if marker is None:
-            return False
-        return calls(marker.ref, marker.name)
+        return recognise.fixed_live(mixins.FIXED_WHEN.get(self.name, ()))
 
     def _not_applicable(self):
         """A NOT_APPLICABLE check, or None if the feature exists here."""

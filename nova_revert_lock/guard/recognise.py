@@ -1,0 +1,259 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Recognise upstream's fix for a bug from what the code does.
+
+Distributions backport fixes without changing Nova's version, so the
+guard decides from the code whether the installed Nova carries a fix.
+A fix is declared in :data:`nova_revert_lock.mixins.FIXED_WHEN` as its
+parts, each a :class:`~nova_revert_lock.mixins.Does`: an anchor
+function, an action and a name. The actions:
+
+``calls``
+    a call of ``name``: ``x.name(...)`` or ``name(...)``;
+``assigns``
+    an assignment to the attribute ``name``: ``x.name = ...``;
+``refers``
+    ``name`` used in code (an identifier or an attribute), not merely in
+    a string or a comment;
+``decorated``
+    the anchor itself is decorated by a call of ``name``
+    (``@utils.synchronized(...)``).
+
+A part holds when its action is in the anchor's code (the functions
+nested in it included) or in a method of the anchor's class that the
+anchor reaches through ``self.<method>``, followed :data:`MAX_DEPTH`
+levels deep. Upstream moves bodies into helpers and renames private
+methods (21.1.1 split ``finish_revert_resize`` in two); a fix is the same
+fix wherever its body lives, so anchors are stable entry points (RPC
+methods, the periodic task) wherever a private helper could move. A fix
+is recognised only when *every* part holds: a partial backport is not the
+fix, and a mere mention of a name (a log line reading ``old_flavor``) is
+not an assignment.
+
+The same search runs on the live functions of the installed Nova
+(:class:`LiveSources`, in ``nova-compute``) and on the source texts of
+surveyed releases (:class:`TextSources`, in
+``tools/survey_fingerprints.py``, whose verdicts the support matrix
+reads): one definition, two inputs, the same verdict. Neither imports
+Nova here; the live input imports what the anchors name.
+"""
+
+import ast
+import textwrap
+
+from nova_revert_lock.guard import fingerprints
+
+#: How many ``self.<method>`` levels below an anchor a part is looked for.
+#: Two reach a body moved into a helper and that helper's own helpers; a
+#: deeper search would start finding unrelated code of the class.
+MAX_DEPTH = 2
+
+ACTIONS = ('calls', 'assigns', 'refers', 'decorated')
+
+
+class LiveSources(object):
+    """Function source texts of the Nova imported in this process."""
+
+    def source(self, ref):
+        """The source text of the live function ``ref``, or None.
+
+        Through the decorators the guard knows
+        (:func:`~nova_revert_lock.guard.fingerprints.live_source`); a
+        function that does not exist, has no Python source or is wrapped
+        by an unknown decorator gives None: nothing is recognised in it.
+        """
+        try:
+            func = fingerprints.unwrap(fingerprints.resolve(ref))
+            if getattr(func, '__code__', None) is not None:
+                # NOTE: the survey's text, found without tokenizing (a
+                # tenth of inspect.getsource's cost); None if unreadable.
+                text = fingerprints.quick_source(func)
+                if text is not None:
+                    return text
+            return fingerprints.live_source(func)
+        except (ImportError, AttributeError, KeyError, TypeError,
+                fingerprints.SourceUnavailable,
+                fingerprints.UnknownWrapper):
+            return None
+
+    def exists(self, ref):
+        try:
+            fingerprints.resolve(ref)
+        except (ImportError, AttributeError, KeyError):
+            return False
+        return True
+
+
+class TextSources(object):
+    """Function source texts found in module source texts.
+
+    :param modules: dict module name -> the module's source text
+    """
+
+    def __init__(self, modules):
+        self.modules = modules
+        self._found = {}
+
+    def exists(self, ref):
+        return self.source(ref) is not None
+
+    def source(self, ref):
+        module, _, path = ref.partition(':')
+        key = (module, path)
+        if key not in self._found:
+            text = self.modules.get(module)
+            self._found[key] = (
+                None if text is None else
+                fingerprints.sources_in_source(text, [path]).get(path))
+        return self._found[key]
+
+
+def _parse(text):
+    """The ``FunctionDef`` of one function's source text, or None."""
+    try:
+        tree = ast.parse(textwrap.dedent(text))
+    except SyntaxError:
+        return None
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return node
+    return None
+
+
+def _callee_name(func):
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    if isinstance(func, ast.Name):
+        return func.id
+    return None
+
+
+def _targets(node):
+    if isinstance(node, ast.Assign):
+        targets = list(node.targets)
+    elif isinstance(node, (ast.AugAssign, getattr(ast, 'AnnAssign', ()))):
+        targets = [node.target]
+    else:
+        return []
+    out = []
+    while targets:
+        target = targets.pop()
+        if isinstance(target, (ast.Tuple, ast.List)):
+            targets.extend(target.elts)
+        else:
+            out.append(target)
+    return out
+
+
+def _does(func_node, action, name):
+    """True if ``func_node`` (nested functions included) does it."""
+    if action == 'decorated':
+        return any(isinstance(d, ast.Call) and _callee_name(d.func) == name
+                   for d in func_node.decorator_list)
+    for node in ast.walk(func_node):
+        if action == 'calls':
+            if isinstance(node, ast.Call) and (
+                    _callee_name(node.func) == name):
+                return True
+        elif action == 'assigns':
+            if any(isinstance(t, ast.Attribute) and t.attr == name
+                   for t in _targets(node)):
+                return True
+        elif action == 'refers':
+            if (isinstance(node, ast.Name) and node.id == name) or (
+                    isinstance(node, ast.Attribute) and node.attr == name):
+                return True
+    return False
+
+
+def _self_methods(func_node):
+    """Names ``self.<name>`` refers to in the function, in order."""
+    names = []
+    for node in ast.walk(func_node):
+        if (isinstance(node, ast.Attribute) and
+                isinstance(node.value, ast.Name) and
+                node.value.id == 'self' and node.attr not in names):
+            names.append(node.attr)
+    return names
+
+
+class Recogniser(object):
+    """Decides parts and fixes on one :class:`LiveSources`/TextSources.
+
+    Parsed functions are kept for the recogniser's life, so the parts of
+    several fixes that share an anchor parse it once.
+    """
+
+    def __init__(self, sources):
+        self.sources = sources
+        self._nodes = {}
+
+    def _node(self, ref):
+        if ref not in self._nodes:
+            text = self.sources.source(ref)
+            self._nodes[ref] = None if text is None else _parse(text)
+        return self._nodes[ref]
+
+    def holds(self, part):
+        """True if the part's action is found from its anchor."""
+        if part.does not in ACTIONS:
+            raise ValueError('unknown action %r in %r' % (part.does, part))
+        node = self._node(part.ref)
+        if node is None:
+            return False
+        if part.does == 'decorated':
+            return _does(node, part.does, part.name)
+        module, _, path = part.ref.partition(':')
+        owner = path.rpartition('.')[0]
+        seen = set([part.ref])
+        level = [node]
+        for depth in range(MAX_DEPTH + 1):
+            following = []
+            for current in level:
+                if _does(current, part.does, part.name):
+                    return True
+                if not owner or depth == MAX_DEPTH:
+                    continue
+                for name in _self_methods(current):
+                    ref = '%s:%s.%s' % (module, owner, name)
+                    if ref in seen:
+                        continue
+                    seen.add(ref)
+                    helper = self._node(ref)
+                    if helper is not None:
+                        following.append(helper)
+            level = following
+        return False
+
+    def fixed(self, parts):
+        """True if every part holds (and there is at least one).
+
+        The cheap questions first: whether each anchor exists, then the
+        decorators; on a Nova without the fix one of them usually ends
+        the search before any helper is read.
+        """
+        if not parts:
+            return False
+        if not all(self.sources.exists(p.ref) for p in parts):
+            return False
+        ordered = sorted(parts, key=lambda p: p.does != 'decorated')
+        return all(self.holds(p) for p in ordered)
+
+    def missing(self, parts):
+        """The parts that do not hold, in declaration order."""
+        return [p for p in parts if not self.holds(p)]
+
+
+def fixed_live(parts):
+    """True if the Nova imported here carries the fix made of ``parts``."""
+    return Recogniser(LiveSources()).fixed(parts)
