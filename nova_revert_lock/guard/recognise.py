@@ -64,17 +64,24 @@ ACTIONS = ('calls', 'assigns', 'refers', 'decorated')
 class LiveSources(object):
     """Function source texts of the Nova imported in this process."""
 
-    def source(self, ref):
+    def source(self, ref, exact=False):
         """The source text of the live function ``ref``, or None.
 
-        Through the decorators the guard knows
-        (:func:`~nova_revert_lock.guard.fingerprints.live_source`); a
-        function that does not exist, has no Python source or is wrapped
-        by an unknown decorator gives None: nothing is recognised in it.
+        Through every layer of decorators (``__wrapped__`` and the
+        closure wrappers the guard knows), to the function upstream
+        wrote: standing aside on a fix changes nothing, so a wrapper
+        someone added at run time does not hide the fix (applying a
+        mixin is another matter: the fingerprint check refuses unknown
+        wrappers). A function that does not exist or has no Python
+        source gives None: nothing is recognised in it.
+
+        :param exact: read it as :func:`inspect.getsource` does, instead
+            of the quick way that stops short of a signature laid out
+            over several lines
         """
         try:
-            func = fingerprints.unwrap(fingerprints.resolve(ref))
-            if getattr(func, '__code__', None) is not None:
+            func = _innermost(fingerprints.resolve(ref))
+            if not exact and getattr(func, '__code__', None) is not None:
                 # NOTE: the survey's text, found without tokenizing (a
                 # tenth of inspect.getsource's cost); None if unreadable.
                 text = fingerprints.quick_source(func)
@@ -94,6 +101,17 @@ class LiveSources(object):
         return True
 
 
+def _innermost(func):
+    func = getattr(func, '__func__', func)
+    seen = set()
+    inner = fingerprints.inner_function(func)
+    while inner is not None and id(inner) not in seen:
+        seen.add(id(func))
+        func = getattr(inner, '__func__', inner)
+        inner = fingerprints.inner_function(func)
+    return func
+
+
 class TextSources(object):
     """Function source texts found in module source texts.
 
@@ -107,7 +125,7 @@ class TextSources(object):
     def exists(self, ref):
         return self.source(ref) is not None
 
-    def source(self, ref):
+    def source(self, ref, exact=False):
         module, _, path = ref.partition(':')
         key = (module, path)
         if key not in self._found:
@@ -201,7 +219,13 @@ class Recogniser(object):
     def _node(self, ref):
         if ref not in self._nodes:
             text = self.sources.source(ref)
-            self._nodes[ref] = None if text is None else _parse(text)
+            node = None if text is None else _parse(text)
+            if node is None and text is not None:
+                # NOTE: the quick text ends early on a signature whose
+                # closing parenthesis sits at the def's indentation.
+                text = self.sources.source(ref, exact=True)
+                node = None if text is None else _parse(text)
+            self._nodes[ref] = node
         return self._nodes[ref]
 
     def holds(self, part):

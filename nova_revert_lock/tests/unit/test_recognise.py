@@ -19,6 +19,7 @@ stand aside on a fixed Nova, not refuse it), and partial or mere-mention
 backports (the guard must never call an open host fixed).
 """
 
+import functools
 import textwrap
 
 import fixtures
@@ -231,6 +232,29 @@ class FutureNovaTest(test_base.BaseTestCase):
         self.assertNotIn('resize_source_flavor', report.fixed_upstream)
         self.assertNotIn('resize_source_flavor', report.mixins)
         self.assertEqual(nrl_report.BUG_OPEN, self._bug(report, '1944759'))
+
+    def test_a_wrapper_added_at_run_time_hides_nothing(self):
+        """A hook around upstream's function: the fix is still read.
+
+        Standing aside changes nothing, so recognition looks through any
+        ``__wrapped__`` layer (applying a mixin does not: the fingerprint
+        check refuses unknown wrappers).
+        """
+        from nova.compute import resource_tracker
+        part = mixins.FIXED_WHEN['unshelve_claim'][0]
+        before = recognise.Recogniser(recognise.LiveSources()).holds(part)
+        orig = resource_tracker.ResourceTracker._update_usage_from_instances
+
+        @functools.wraps(orig)
+        def hooked(*args, **kwargs):
+            return orig(*args, **kwargs)
+
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.compute.resource_tracker.ResourceTracker.'
+            '_update_usage_from_instances', hooked))
+        self.assertIsNotNone(recognise.LiveSources().source(part.ref))
+        self.assertEqual(
+            before, recognise.Recogniser(recognise.LiveSources()).holds(part))
 
     def test_one_of_three_places_backported_is_not_the_fix(self):
         """Bug 2025480: only the usage update asks the new vm_states."""
