@@ -65,10 +65,14 @@ _FSTRING_PARTS = frozenset(
 
 #: Modules whose decorators the guard looks through: Nova's own (their
 #: lines are part of the source fingerprinted, so a changed decorator is
-#: changed code) and oslo.concurrency's lock wrapper, which Nova's
-#: ``utils.synchronized`` is. Any other layer in a function's
-#: ``__wrapped__`` chain was put there by someone else at run time.
-KNOWN_WRAPPER_MODULES = ('nova', 'oslo_concurrency.lockutils')
+#: changed code), oslo.concurrency's lock wrapper, which Nova's
+#: ``utils.synchronized`` is, and oslo.versionedobjects' ``remotable`` /
+#: ``remotable_classmethod``, which send an object method to the
+#: conductor in a real nova-compute (the methods the mixins call). Any
+#: other layer in a function's ``__wrapped__`` chain was put there by
+#: someone else at run time.
+KNOWN_WRAPPER_MODULES = ('nova', 'oslo_concurrency.lockutils',
+                         'oslo_versionedobjects.base')
 
 
 class SourceUnavailable(Exception):

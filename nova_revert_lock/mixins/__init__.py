@@ -30,6 +30,8 @@ _RT = 'nova.compute.resource_tracker:ResourceTracker.'
 _INSTANCE = 'nova.objects.instance:Instance.'
 _XCELL = 'nova.conductor.tasks.cross_cell_migrate:'
 _STATS = 'nova.compute.stats:Stats.'
+_MIGRATIONS = 'nova.objects.migration:MigrationList.'
+_INSTANCES = 'nova.objects.instance:InstanceList.'
 
 Refs = collections.namedtuple('Refs', ['replaces', 'relies_on'])
 
@@ -84,7 +86,10 @@ REFS = collections.OrderedDict([
                    _RT + '_update_usage_from_migration',
                    _RT + '_update_usage_from_instance',
                    _CM + 'revert_resize',
-                   _CM + 'finish_revert_resize'))),
+                   _CM + 'finish_revert_resize',
+                   # the look-up's own calls (through the conductor)
+                   _MIGRATIONS + 'get_by_filters',
+                   _INSTANCES + 'get_by_filters'))),
     # Bug 1944759, a sibling race: the source stashes old_flavor in the
     # save that hands the instance to the destination
     # (mixins/resize_source_flavor.py). The periodic task counts an
@@ -108,7 +113,10 @@ REFS = collections.OrderedDict([
         relies_on=(_RT + '_update_available_resource',
                    _RT + '_update_usage_from_instance',
                    _INSTANCE + 'apply_migration_context',
-                   _CM + '_finish_resize'))),
+                   _CM + '_finish_resize',
+                   # what it reads, as the periodic body of each series
+                   _MIGRATIONS + 'get_in_progress_by_host_and_node',
+                   _MIGRATIONS + 'get_in_progress_and_error'))),
     # Bug 1896463, a sibling race: the evacuation's destination moves the
     # instance onto itself, drops the migration context and marks the
     # migration done under the tracker's lock

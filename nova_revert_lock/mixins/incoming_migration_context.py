@@ -69,6 +69,8 @@ Relies on:
 * ``ResourceTracker._update_usage_from_instance``
 * ``Instance.apply_migration_context``
 * ``ComputeManager._finish_resize``
+* ``MigrationList.get_in_progress_by_host_and_node``
+* ``MigrationList.get_in_progress_and_error``
 """
 
 from nova import objects

@@ -85,6 +85,8 @@ Relies on:
 * ``ResourceTracker._update_usage_from_instance``
 * ``ComputeManager.revert_resize``
 * ``ComputeManager.finish_revert_resize``
+* ``MigrationList.get_by_filters``
+* ``InstanceList.get_by_filters``
 """
 
 import collections
