@@ -306,6 +306,10 @@ VERIFIED = {
         'train': ('20.0.0-20.6.1', '20.6.1+patches', 'train-eol'),
         'ussuri': ('21.0.0-21.1.2', '21.1.0+patches'),
         'victoria': ('22.4.0',),
+        # 25.3.0's code is 24.1.0-26.2.1's; 26.2.2's is 26.3.0's and
+        # xena-eol's (fingerprint classes of the survey).
+        'yoga': ('25.3.0',),
+        'zed': ('26.2.2',),
         '2023.1': ('27.5.1',),
         '2025.1': ('31.3.1',),
         '2026.2': ('34.0.0',),
@@ -342,26 +346,31 @@ VERIFIED = {
         'wallaby': ('23.0.0-23.1.0',),
         'xena': ('24.0.0',),
     },
-    # Tested on 20.6.1, 21.1.0, 21.1.2, 22.3.0, 22.4.0, 23.1.0 and
-    # 24.0.0; other releases that ship the same code for every function
-    # it replaces or relies on are matched by that code.
+    # Tested on 20.6.1, 21.1.0, 21.1.2, 22.3.0, 22.4.0, 23.1.0, 24.0.0
+    # and 25.3.0; other releases that ship the same code for every
+    # function it replaces or relies on are matched by that code (25.3.0:
+    # 24.2.0 to 26.2.1, the last releases before upstream's fix).
     'unshelve_claim': {
         'train': ('20.6.1',),
         'ussuri': ('21.1.0', '21.1.2'),
         'victoria': ('22.3.0', '22.4.0'),
         'wallaby': ('23.1.0',),
         'xena': ('24.0.0',),
+        'yoga': ('25.3.0',),
     },
-    # Tested on 20.6.1, 21.1.0, 21.1.2, 22.3.0, 23.1.0, 24.0.0 and
-    # 31.3.1; releases that ship the same code for every function the
-    # mixin replaces or relies on count too (the support matrix lists
-    # them).
+    # Tested on 20.6.1, 21.1.0, 21.1.2, 22.3.0, 23.1.0, 24.0.0, 25.3.0,
+    # 26.2.2 and 31.3.1; releases that ship the same code for every
+    # function the mixin replaces or relies on count too (the support
+    # matrix lists them: 25.3.0 and 26.2.2 ship the code of 24.1.1 to
+    # 29.2.1, 30.0.0 and 31.0.0, Yoga to 2024.1).
     'live_migration_rollback': {
         'train': ('20.6.1',),
         'ussuri': ('21.1.0', '21.1.2'),
         'victoria': ('22.3.0',),
         'wallaby': ('23.1.0',),
         'xena': ('24.0.0',),
+        'yoga': ('25.3.0',),
+        'zed': ('26.2.2',),
         '2025.1': ('31.3.1',),
     },
 }

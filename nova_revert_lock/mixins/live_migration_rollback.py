@@ -209,4 +209,5 @@ SPEC = base.MixinSpec(
     implementations={'train': _IMPLEMENTATION, 'ussuri': _IMPLEMENTATION,
                      'victoria': _IMPLEMENTATION,
                      'wallaby': _IMPLEMENTATION, 'xena': _IMPLEMENTATION,
+                     'yoga': _IMPLEMENTATION, 'zed': _IMPLEMENTATION,
                      '2025.1': _IMPLEMENTATION})

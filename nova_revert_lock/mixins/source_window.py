@@ -335,5 +335,6 @@ SPEC = base.MixinSpec(
     # the migration, drops the destination claim and casts to the source
     # in that order.
     implementations={'train': _IMPLEMENTATION, 'ussuri': _IMPLEMENTATION,
-                     'victoria': _IMPLEMENTATION, '2023.1': _IMPLEMENTATION,
+                     'victoria': _IMPLEMENTATION, 'yoga': _IMPLEMENTATION,
+                     'zed': _IMPLEMENTATION, '2023.1': _IMPLEMENTATION,
                      '2025.1': _IMPLEMENTATION, '2026.2': _IMPLEMENTATION})

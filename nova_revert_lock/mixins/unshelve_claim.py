@@ -215,4 +215,5 @@ SPEC = base.MixinSpec(
     # from 20.0.0 to 28.0.x.
     implementations={'train': _IMPLEMENTATION, 'ussuri': _IMPLEMENTATION,
                      'victoria': _IMPLEMENTATION,
-                     'wallaby': _IMPLEMENTATION, 'xena': _IMPLEMENTATION})
+                     'wallaby': _IMPLEMENTATION, 'xena': _IMPLEMENTATION,
+                     'yoga': _IMPLEMENTATION})

@@ -67,9 +67,12 @@ class DeclarationsTest(test_base.BaseTestCase):
             '22.4.0': decision.MATCH, 'victoria-eol': decision.MATCH,
             '23.0.0': decision.MATCH, '23.1.0': decision.MATCH,
             'wallaby-eol': decision.MATCH, '24.0.0': decision.MATCH,
+            # the code 25.3.0 and 26.2.2 ship (Yoga to 2024.1)
+            '24.2.1': decision.MATCH, '25.0.1': decision.MATCH,
+            '26.2.2': decision.MATCH, '27.5.1': decision.MATCH,
+            '29.2.1': decision.MATCH, '30.0.0': decision.MATCH,
             # affected, known, not verified
-            '20.4.0': decision.UNKNOWN, '24.2.1': decision.UNKNOWN,
-            '27.5.1': decision.UNKNOWN,
+            '20.4.0': decision.UNKNOWN,
         }
         found = {label: decision.check_release(NAME, label).outcome
                  for label in expected}
@@ -80,6 +83,8 @@ class DeclarationsTest(test_base.BaseTestCase):
             'ussuri', decision.check_release(NAME, '21.1.0').series)
         self.assertEqual(
             '2025.1', decision.check_release(NAME, '34.0.0').series)
+        self.assertEqual(
+            'zed', decision.check_release(NAME, '29.2.1').series)
         for label, series in (('22.3.0', 'victoria'), ('23.1.0', 'wallaby'),
                               ('24.0.0', 'xena')):
             self.assertEqual(

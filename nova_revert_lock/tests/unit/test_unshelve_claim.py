@@ -89,17 +89,19 @@ class DeclarationsTest(test_base.BaseTestCase):
             '26.2.2': decision.FIXED_UPSTREAM,
             '27.5.1': decision.FIXED_UPSTREAM,
             '31.3.1': decision.FIXED_UPSTREAM,
+            # 25.3.0's code: 24.2.0 to 26.2.1
+            '24.2.1': decision.MATCH, '25.0.0': decision.MATCH,
+            '26.2.1': decision.MATCH,
             # known, affected, no implementation verified on its code
             '20.0.0': decision.UNKNOWN, '23.0.0': decision.UNKNOWN,
-            '24.2.1': decision.UNKNOWN, '25.0.0': decision.UNKNOWN,
-            '26.2.1': decision.UNKNOWN, '28.0.1': decision.UNKNOWN,
+            '27.0.0': decision.UNKNOWN, '28.0.1': decision.UNKNOWN,
         }
         found = {label: decision.check_release(NAME, label).outcome
                  for label in expected}
         self.assertEqual(expected, found)
         for label, series in (('20.6.1', 'train'), ('21.1.2', 'ussuri'),
                               ('22.4.0', 'victoria'), ('23.2.0', 'wallaby'),
-                              ('24.1.0', 'xena')):
+                              ('24.1.0', 'xena'), ('26.2.1', 'yoga')):
             self.assertEqual(series,
                              decision.check_release(NAME, label).series)
 
