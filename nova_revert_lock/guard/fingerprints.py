@@ -220,6 +220,22 @@ def inner_function(func):
     return closure_wrapped(func)
 
 
+def innermost(func):
+    """The function under every layer of decorators (:func:`inner_function`).
+
+    Unlike :func:`unwrap`, it looks through any wrapper: for questions
+    about what upstream's code does, not for replacing it.
+    """
+    func = getattr(func, '__func__', func)
+    seen = set()
+    inner = inner_function(func)
+    while inner is not None and id(inner) not in seen:
+        seen.add(id(func))
+        func = getattr(inner, '__func__', inner)
+        inner = inner_function(func)
+    return func
+
+
 def unwrap(func):
     """The function a live callable wraps, through known decorators only.
 
@@ -363,12 +379,13 @@ def sources_in_source(source, refs):
 
     :param source: the module's source text
     :param refs: iterable of ``'Class.method'`` paths within that module,
-        or ``'function'`` for a function of the module itself
+        or ``'function'`` for a function of the module itself; None for
+        every function and method of the module
     :returns: dict mapping each path found to its text
     """
     tree = ast.parse(source)
     lines = source.splitlines(True)
-    wanted = set(refs)
+    wanted = None if refs is None else set(refs)
     found = {}
     functions = (ast.FunctionDef, ast.AsyncFunctionDef)
     candidates = []
@@ -380,7 +397,7 @@ def sources_in_source(source, refs):
                               for node in top.body
                               if isinstance(node, functions))
     for path, node in candidates:
-        if path not in wanted:
+        if wanted is not None and path not in wanted:
             continue
         first = min([node.lineno] +
                     [d.lineno for d in node.decorator_list])

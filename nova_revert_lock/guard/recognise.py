@@ -80,7 +80,7 @@ class LiveSources(object):
             over several lines
         """
         try:
-            func = _innermost(fingerprints.resolve(ref))
+            func = fingerprints.innermost(fingerprints.resolve(ref))
             if not exact and getattr(func, '__code__', None) is not None:
                 # NOTE: the survey's text, found without tokenizing (a
                 # tenth of inspect.getsource's cost); None if unreadable.
@@ -101,39 +101,30 @@ class LiveSources(object):
         return True
 
 
-def _innermost(func):
-    func = getattr(func, '__func__', func)
-    seen = set()
-    inner = fingerprints.inner_function(func)
-    while inner is not None and id(inner) not in seen:
-        seen.add(id(func))
-        func = getattr(inner, '__func__', inner)
-        inner = fingerprints.inner_function(func)
-    return func
-
-
 class TextSources(object):
     """Function source texts found in module source texts.
+
+    Each module is parsed once, for all its functions: following helpers
+    asks for many functions of the same module.
 
     :param modules: dict module name -> the module's source text
     """
 
     def __init__(self, modules):
         self.modules = modules
-        self._found = {}
+        self._functions = {}
 
     def exists(self, ref):
         return self.source(ref) is not None
 
     def source(self, ref, exact=False):
         module, _, path = ref.partition(':')
-        key = (module, path)
-        if key not in self._found:
+        if module not in self._functions:
             text = self.modules.get(module)
-            self._found[key] = (
-                None if text is None else
-                fingerprints.sources_in_source(text, [path]).get(path))
-        return self._found[key]
+            self._functions[module] = (
+                {} if text is None else
+                fingerprints.sources_in_source(text, None))
+        return self._functions[module].get(path)
 
 
 def _parse(text):

@@ -184,11 +184,7 @@ def calls(ref, name, nested=False):
         code (``confirm_resize`` does its work in a nested, locked
         ``do_confirm_resize``)
     """
-    func = fingerprints.resolve(ref)
-    func = getattr(func, '__func__', func)
-    inner = fingerprints.inner_function(func)
-    while inner is not None:
-        func, inner = inner, fingerprints.inner_function(inner)
+    func = fingerprints.innermost(fingerprints.resolve(ref))
     codes = [func.__code__]
     while codes:
         code = codes.pop()
