@@ -147,7 +147,13 @@ def compose(manager_cls, applied, lock):
     for impl in impls:
         if impl.tracker and impl.tracker not in tracker_mixins:
             tracker_mixins.append(impl.tracker)
-    tracker_mixins = tuple(tracker_mixins)
+    # NOTE: a tracker mixin that defers a call of upstream's periodic body
+    # (incoming_migration_context defers the counting of the instances)
+    # comes first, so that the others' extensions of that call run when it
+    # runs. The sort is stable: otherwise the mixins' order.
+    tracker_mixins = tuple(sorted(
+        tracker_mixins,
+        key=lambda m: not getattr(m, '_nrl_tracker_first', False)))
     namespace = {'__module__': __name__}
     if not hasattr(resource_tracker.ResourceTracker, '_drop_move_claim'):
         # NOTE: the body of the installed drop_move_claim without its lock

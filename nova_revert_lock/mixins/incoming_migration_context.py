@@ -35,11 +35,20 @@ The fix, as upstream's (32c1044d86, Nova 22.4.0, 23.2.0, 24.1.0,
 25.0.0): before the node's instances are counted, the migration context
 of each instance with an incoming, in-progress migration to this host
 and node is applied *in memory*; the periodic task never saves the
-instance, so nothing is written. Upstream does it in
-``_update_available_resource``, which the ``source_window`` mixin already
-replaces; this mixin extends ``_update_usage_from_instances`` instead,
-which that body calls with the node's instances right before it counts
-them, and then calls the method it overrides, so that both compose.
+instance, so nothing is written. Upstream reads the node's instances,
+then its migrations, applies the contexts, and only then counts the
+instances, the migrations read once for both. Affected Nova reads the
+instances, counts them (``_update_usage_from_instances``), then reads the
+migrations and pairs them with the instances
+(``_pair_instances_to_migrations``). This mixin moves the counting to
+where upstream's fix has it, without a read of its own:
+``_update_usage_from_instances`` returns the instances by uuid, as
+upstream's does, and counts nothing yet; ``_pair_instances_to_migrations``,
+which receives the list upstream's body read, applies the contexts,
+counts the instances (the rest of the chain: upstream's method and any
+mixin extending it), then pairs. The tracker class places it first, so
+that every other extension of the counting runs at that moment too
+(``_nrl_tracker_first``).
 
 The condition is upstream's, to the letter: the instance is one of the
 node's instances, and a migration of it that the periodic task lists for
@@ -51,17 +60,13 @@ new topology while it is in progress, as upstream does, and an instance
 back on its source after a revert, its migration context not dropped yet,
 is counted as it is: its migration is ``reverted``, not in progress.
 
-The in-progress migrations are read through a remotable object method
-(the conductor, in a real nova-compute), and only when one of the node's
-instances carries a migration context: a host with no move under way
-pays nothing.
-
 Upstream functions (``mixins.REFS['incoming_migration_context']``)
 ------------------------------------------------------------------
 
 Replaces:
 
 * ``ResourceTracker._update_usage_from_instances``
+* ``ResourceTracker._pair_instances_to_migrations``
 
 Relies on:
 
@@ -69,11 +74,8 @@ Relies on:
 * ``ResourceTracker._update_usage_from_instance``
 * ``Instance.apply_migration_context``
 * ``ComputeManager._finish_resize``
-* ``MigrationList.get_in_progress_by_host_and_node``
-* ``MigrationList.get_in_progress_and_error``
 """
 
-from nova import objects
 from oslo_log import log as logging
 
 from nova_revert_lock.mixins import base
@@ -82,45 +84,46 @@ LOG = logging.getLogger(__name__)
 
 
 class IncomingMigrationContextTracker(object):
-    """Tracker side: apply incoming migration contexts before counting."""
+    """Tracker side: apply incoming migration contexts before counting.
+
+    Both methods run inside the periodic task's critical section
+    (upstream's ``_update_available_resource`` calls them under
+    ``COMPUTE_RESOURCE_SEMAPHORE``), so neither takes a lock.
+    """
+
+    #: before every other tracker mixin: the counting it defers is theirs
+    #: too (nova_revert_lock.composition)
+    _nrl_tracker_first = True
+
+    #: (context, instances, nodename) of the counting deferred until the
+    #: migrations are read, or None
+    _nrl_deferred = None
 
     def _update_usage_from_instances(self, context, instances, nodename):
-        """Apply the incoming migrations' contexts, then count as upstream.
+        """Defer the counting until the periodic task read the migrations.
 
-        Runs inside the periodic task's critical section (upstream's
-        ``_update_available_resource`` calls it under
-        ``COMPUTE_RESOURCE_SEMAPHORE``), so it takes no lock itself.
+        :returns: the node's instances by uuid, as upstream's method does
+            (it lists every instance, counted or not)
         """
-        candidates = self._nrl_incoming_candidates(instances, nodename)
-        if candidates:
-            self._nrl_apply_incoming(context, candidates, nodename)
+        self._nrl_deferred = (context, instances, nodename)
+        return dict((instance.uuid, instance) for instance in instances)
+
+    def _pair_instances_to_migrations(self, migrations, instance_by_uuid):
+        """Apply the incoming contexts, count the instances, then pair."""
+        deferred, self._nrl_deferred = self._nrl_deferred, None
+        if deferred is not None:
+            context, instances, nodename = deferred
+            self._nrl_apply_incoming(migrations, instance_by_uuid, nodename)
+            super(IncomingMigrationContextTracker,
+                  self)._update_usage_from_instances(
+                      context, instances, nodename)
         return super(IncomingMigrationContextTracker,
-                     self)._update_usage_from_instances(
-                         context, instances, nodename)
+                     self)._pair_instances_to_migrations(
+                         migrations, instance_by_uuid)
 
-    def _nrl_incoming_candidates(self, instances, nodename):
-        """uuid -> instance of the node's instances in the middle of a move.
-
-        An instance without a migration context has nothing to apply, so
-        a node where none has one reads no migrations. Which contexts to
-        apply the migrations decide (:meth:`_nrl_apply_incoming`).
-        """
-        return dict((instance.uuid, instance) for instance in instances
-                    if instance.obj_attr_is_set('migration_context') and
-                    instance.migration_context is not None)
-
-    def _nrl_listed_migrations(self, context, nodename):
-        """The node's migrations, as the installed periodic task lists them.
-
-        Train and Ussuri list the in-progress migrations.
-        """
-        return objects.MigrationList.get_in_progress_by_host_and_node(
-            context, self.host, nodename)
-
-    def _nrl_apply_incoming(self, context, candidates, nodename):
-        migrations = self._nrl_listed_migrations(context, nodename)
+    def _nrl_apply_incoming(self, migrations, instance_by_uuid, nodename):
         for migration in migrations:
-            instance = candidates.get(migration.instance_uuid)
+            instance = instance_by_uuid.get(migration.instance_uuid)
             if (instance is None or migration.dest_compute != self.host or
                     migration.dest_node != nodename):
                 continue
@@ -136,22 +139,6 @@ class IncomingMigrationContextTracker(object):
             instance.apply_migration_context()
 
 
-class VictoriaIncomingMigrationContextTracker(
-        IncomingMigrationContextTracker):
-    """Victoria to Xena: the periodic task lists ``error`` migrations too.
-
-    Upstream's fix iterates over the list the periodic body reads, which
-    from Victoria on is ``MigrationList.get_in_progress_and_error``: it
-    applies the context of an incoming migration in ``error`` as well
-    (a resize that failed on the destination before ``finish_resize``
-    applied it), and so does this variant.
-    """
-
-    def _nrl_listed_migrations(self, context, nodename):
-        return objects.MigrationList.get_in_progress_and_error(
-            context, self.host, nodename)
-
-
 class IncomingMigrationContextMixin(object):
     """Manager side: nothing to change.
 
@@ -162,14 +149,13 @@ class IncomingMigrationContextMixin(object):
 _IMPLEMENTATION = base.Implementation(
     manager=IncomingMigrationContextMixin,
     tracker=IncomingMigrationContextTracker)
-_VICTORIA = base.Implementation(
-    manager=IncomingMigrationContextMixin,
-    tracker=VictoriaIncomingMigrationContextTracker)
 
 SPEC = base.MixinSpec(
     name='incoming_migration_context',
     summary='resize (destination): count an incoming instance with its '
             'migration context applied (bugs 1953359, 1952915)',
+    # NOTE: one implementation: it uses the list each series' periodic
+    # body reads (from Victoria on, with the 'error' migrations).
     implementations={'train': _IMPLEMENTATION, 'ussuri': _IMPLEMENTATION,
-                     'victoria': _VICTORIA, 'wallaby': _VICTORIA,
-                     'xena': _VICTORIA})
+                     'victoria': _IMPLEMENTATION,
+                     'wallaby': _IMPLEMENTATION, 'xena': _IMPLEMENTATION})

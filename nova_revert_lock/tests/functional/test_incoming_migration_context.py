@@ -181,15 +181,24 @@ class IncomingMigrationContextTest(_IncomingWindowBase):
         self.assertIsInstance(
             rt, incoming_migration_context.IncomingMigrationContextTracker)
         self.assertIsInstance(rt, source_window.SourceWindowTracker)
+        # It defers the counting of the node's instances: every other
+        # tracker mixin comes after it, so that their extensions of the
+        # counting run when it counts.
+        mro = type(rt).__mro__
+        first = mro.index(
+            incoming_migration_context.IncomingMigrationContextTracker)
+        self.assertEqual([], [
+            cls for cls in mro[:first]
+            if cls.__module__.startswith('nova_revert_lock.mixins.')])
+        self.assertLess(first, mro.index(source_window.SourceWindowTracker))
 
     def test_dest_periodic_counts_new_pinning(self):
         seen = self._resize_with_dest_periodic_in_window()
         self.assertIsNone(seen['periodic_error'])
-        if not nova_has_fix():
-            # Read through the conductor: the mixin's look-up, then
-            # upstream's own.
-            self.assertEqual(2, self.indirection.calls.count(
-                'MigrationList.' + periodic_listing()))
+        # Read through the conductor once, by upstream's periodic body, as
+        # upstream's fix reads it: the mixin uses that list.
+        self.assertEqual(1, self.indirection.calls.count(
+            'MigrationList.' + periodic_listing()))
         self.assertEqual(set(), seen['a'] & seen['a_resized'])
         # B's pCPUs and A's new ones: nothing of A's source pinning.
         self.assertEqual({0, 1, 2, 3}, seen['dest_pinned_in_window'])
