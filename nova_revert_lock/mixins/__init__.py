@@ -87,6 +87,9 @@ REFS = collections.OrderedDict([
                    _RT + '_update_usage_from_instance',
                    _CM + 'revert_resize',
                    _CM + 'finish_revert_resize',
+                   # where a resize from the node begins and ends
+                   _CM + 'resize_instance',
+                   _CM + 'confirm_resize',
                    # the look-up's own calls (through the conductor)
                    _MIGRATIONS + 'get_by_filters',
                    _INSTANCES + 'get_by_filters'))),
@@ -105,18 +108,17 @@ REFS = collections.OrderedDict([
     # Bugs 1953359 and 1952915: the destination applies the migration
     # context of an incoming resize, in memory, before the periodic task
     # counts the node's instances (mixins/incoming_migration_context.py).
-    # Upstream's periodic body lists the instances with their migration
-    # context and counts them, without saving, before it reads the
-    # migrations; finish_resize applies the same context for good.
+    # Affected Nova's periodic body lists the instances with their
+    # migration context and counts them, without saving, before it reads
+    # the migrations; the mixin counts them once that list is read, as
+    # upstream's fix does. finish_resize applies the context for good.
     ('incoming_migration_context', Refs(
-        replaces=(_RT + '_update_usage_from_instances',),
+        replaces=(_RT + '_update_usage_from_instances',
+                  _RT + '_pair_instances_to_migrations'),
         relies_on=(_RT + '_update_available_resource',
                    _RT + '_update_usage_from_instance',
                    _INSTANCE + 'apply_migration_context',
-                   _CM + '_finish_resize',
-                   # what it reads, as the periodic body of each series
-                   _MIGRATIONS + 'get_in_progress_by_host_and_node',
-                   _MIGRATIONS + 'get_in_progress_and_error'))),
+                   _CM + '_finish_resize'))),
     # Bug 1896463, a sibling race: the evacuation's destination moves the
     # instance onto itself, drops the migration context and marks the
     # migration done under the tracker's lock

@@ -63,12 +63,30 @@ the instance is counted exactly once.
 The look-up runs through the conductor in a real nova-compute, so it uses
 only filters that survive RPC serialization (no ``changes-since``
 datetime): the most recently updated ``reverted`` migrations from this
-host, at most :data:`RECENT_REVERTS`. The instances are fetched only for
-those that neither upstream read saw, and once only for a revert whose
-instance has since moved on to another host or been deleted: such a
-migration is remembered as settled, so that a host with a history of
-reverts does not fetch those instances on every run. Drivers that cannot
-resize (Ironic) skip the look-up.
+host, at most :data:`RECENT_REVERTS`.
+
+When there is nothing to look up
+--------------------------------
+
+The look-up runs under ``COMPUTE_RESOURCE_SEMAPHORE``, which every claim
+of the host waits for, so it runs only when a revert from the node can be
+in its window; a node with no move in flight makes no call upstream's
+periodic task does not make. The tracker keeps, in memory, the node's
+outgoing resizes that are not known to be over: noted when this host's
+``resize_instance`` starts one, and whenever the periodic task lists one
+(a compute restarted in the middle of a resize). A noted resize is over
+when ``confirm_resize`` has run here, when the migration has left the
+in-progress list and the periodic task found the instance back on the
+node, or when the look-up found it settled (confirmed, failed, its
+instance moved on or deleted). The look-up runs when a noted resize has
+left the in-progress list (the destination's flip) and its instance is
+not back, and once in a process's life, on its first periodic run of the
+node, for a revert that a restart hid. Upstream's in-progress list is
+read before the look-up decides, so a flip that lands after it is seen
+by the next run, as the module's order argument requires; a resize that
+is not noted cannot have left the list since the last run without this
+host's ``resize_instance`` having run. Drivers that cannot resize
+(Ironic) skip all of it.
 
 Upstream functions (``mixins.REFS['source_window']``)
 -----------------------------------------------------
@@ -85,6 +103,8 @@ Relies on:
 * ``ResourceTracker._update_usage_from_instance``
 * ``ComputeManager.revert_resize``
 * ``ComputeManager.finish_revert_resize``
+* ``ComputeManager.resize_instance``
+* ``ComputeManager.confirm_resize``
 * ``MigrationList.get_by_filters``
 * ``InstanceList.get_by_filters``
 """
@@ -132,6 +152,19 @@ def _can_resize(driver):
             impl is not virt_driver.ComputeDriver.migrate_disk_and_power_off)
 
 
+def _resize_from(migration, host, nodename):
+    """True if ``migration`` is a same-cell resize out of ``nodename``.
+
+    Only those revert through ``finish_revert_resize`` on this node.
+    """
+    return (migration.source_compute == host and
+            migration.source_node == nodename and
+            migration.dest_node != nodename and
+            migration.migration_type in _RESIZE_TYPES and
+            not (migration.obj_attr_is_set('cross_cell_move') and
+                 migration.cross_cell_move))
+
+
 class SourceWindowTracker(object):
     """Tracker side: count reverting instances until they are back."""
 
@@ -139,10 +172,39 @@ class SourceWindowTracker(object):
     _nrl_node = None
     #: nodename -> uuids of the migrations logged at INFO already
     _nrl_logged = None
-    #: nodename -> ids of reverted migrations that can never need counting
-    _nrl_settled = None
     #: True while the look-up fails (logged once, then at DEBUG)
     _nrl_failing = False
+
+    # NOTE: the tracker's memory of the node's outgoing resizes is written
+    # by RPC handlers (resize_instance, confirm_resize) without the lock,
+    # and by the periodic task with it; only single dict operations touch
+    # it, which are atomic whether the service runs on eventlet or on
+    # native threads. It lives in the instance's __dict__: the tracker's
+    # class is swapped in after __init__ has run.
+
+    def _nrl_watched(self, nodename):
+        """migration uuid -> instance uuid: the node's noted resizes."""
+        watch = self.__dict__.setdefault('_nrl_watch', {})
+        return watch.setdefault(nodename, {})
+
+    def _nrl_note_outgoing(self, migration):
+        """Called by this host's ``resize_instance``: a resize begins."""
+        try:
+            if _resize_from(migration, self.host, migration.source_node):
+                self._nrl_watched(migration.source_node)[migration.uuid] = (
+                    migration.instance_uuid)
+        except Exception:
+            # NOTE: never cost the resize itself; the periodic task notes
+            # the migration too while it is in progress.
+            LOG.debug('Cannot note migration %s', migration, exc_info=True)
+
+    def _nrl_forget_outgoing(self, migration):
+        """Called by this host's ``confirm_resize``: the resize is over."""
+        try:
+            self._nrl_watched(migration.source_node).pop(migration.uuid,
+                                                         None)
+        except Exception:
+            LOG.debug('Cannot forget migration %s', migration, exc_info=True)
 
     @locking.under_compute_resource_semaphore
     def _update_available_resource(self, context, resources, startup=False):
@@ -224,21 +286,82 @@ class SourceWindowTracker(object):
         self._nrl_log(nodename, found)
         return found
 
+    def _nrl_left(self, nodename, migrations, instance_by_uuid):
+        """The noted resizes that left the list, their instance not back.
+
+        Notes the node's outgoing resizes upstream listed, and forgets
+        those that are over without a look-up (see the module doc).
+
+        :returns: dict migration uuid -> instance uuid, or None on the
+            node's first periodic run in this process
+        """
+        seen = self.__dict__.setdefault('_nrl_seen_nodes', set())
+        first = nodename not in seen
+        watch = self._nrl_watched(nodename)
+        listed = set()
+        for m in migrations:
+            listed.add(m.uuid)
+            if _resize_from(m, self.host, nodename):
+                if m.status == 'error':
+                    # Listed from Victoria on; a failed move is over.
+                    watch.pop(m.uuid, None)
+                else:
+                    watch[m.uuid] = m.instance_uuid
+        left = {}
+        for migration_uuid, instance_uuid in list(watch.items()):
+            if migration_uuid in listed:
+                continue
+            if instance_uuid in instance_by_uuid:
+                # Back, and counted by upstream's own read.
+                watch.pop(migration_uuid, None)
+            else:
+                left[migration_uuid] = instance_uuid
+        if first:
+            seen.add(nodename)
+            return None
+        return left
+
     def _nrl_query(self, context, nodename, migrations, instance_by_uuid):
         def outgoing(m):
-            return (m.source_compute == self.host and
-                    m.source_node == nodename and
-                    m.dest_node != nodename and
-                    m.migration_type in _RESIZE_TYPES and
-                    not (m.obj_attr_is_set('cross_cell_move') and
-                         m.cross_cell_move) and
+            return (_resize_from(m, self.host, nodename) and
                     m.instance_uuid not in instance_by_uuid)
 
+        left = self._nrl_left(nodename, migrations, instance_by_uuid)
         # Reverting when upstream listed it: its instance may return
         # before upstream's usage update would load it.
         candidates = collections.OrderedDict(
             (m.instance_uuid, m) for m in migrations
             if m.status == 'reverting' and outgoing(m))
+        if left is None or left:
+            self._nrl_recent(context, nodename, migrations, left,
+                             candidates, outgoing)
+        if not candidates:
+            return []
+        instances = objects.InstanceList.get_by_filters(
+            context, {'uuid': list(candidates), 'deleted': False},
+            expected_attrs=_INSTANCE_ATTRS)
+        found = []
+        for instance in instances:
+            migration = candidates[instance.uuid]
+            if self._nrl_reverting(instance, migration, nodename):
+                found.append((migration, instance))
+        watch = self._nrl_watched(nodename)
+        if left is None:
+            # The node's first run: keep watching what it counts.
+            watch.update((m.uuid, m.instance_uuid) for m, _i in found)
+        else:
+            # The others are settled: confirmed, failed or reverted long
+            # ago, their instance moved on or deleted. A reverted
+            # migration is final; nothing can make it count again.
+            counted = set(m.uuid for m, _i in found)
+            for migration_uuid in left:
+                if migration_uuid not in counted:
+                    watch.pop(migration_uuid, None)
+        return found
+
+    def _nrl_recent(self, context, nodename, migrations, left, candidates,
+                    outgoing):
+        """Add the recent reverts to look at (all of them on a first run)."""
         # Reverted before upstream listed the in-progress migrations. From
         # Victoria on the list also holds the host's 'error' migrations
         # (get_in_progress_and_error), by which upstream counts nothing:
@@ -249,38 +372,10 @@ class SourceWindowTracker(object):
             context, {'source_compute': self.host, 'status': 'reverted'},
             sort_keys=['updated_at', 'id'], sort_dirs=['desc', 'desc'],
             limit=RECENT_REVERTS)
-        if self._nrl_settled is None:
-            self._nrl_settled = {}
-        # NOTE: only ids still among the recent ones are kept, so the set
-        # holds RECENT_REVERTS ids per node at most.
-        settled = self._nrl_settled[nodename] = (
-            self._nrl_settled.get(nodename, set()) &
-            set(m.id for m in recent))
         for m in recent:
             if (outgoing(m) and m.instance_uuid not in moving and
-                    m.id not in settled):
+                    (left is None or m.uuid in left)):
                 candidates.setdefault(m.instance_uuid, m)
-        if not candidates:
-            return []
-        instances = objects.InstanceList.get_by_filters(
-            context, {'uuid': list(candidates), 'deleted': False},
-            expected_attrs=_INSTANCE_ATTRS)
-        found = []
-        for instance in instances:
-            migration = candidates.pop(instance.uuid)
-            if self._nrl_reverting(instance, migration, nodename):
-                found.append((migration, instance))
-            elif (migration.status == 'reverted' and
-                  instance.task_state != task_states.RESIZE_REVERTING and
-                  not self._nrl_landed(instance, nodename)):
-                # The revert is over and the instance is not here: it has
-                # moved on since (or the revert failed). A reverted
-                # migration is final; nothing can make it count again.
-                settled.add(migration.id)
-        # Left: instances deleted since their revert.
-        settled.update(m.id for m in candidates.values()
-                       if m.status == 'reverted')
-        return found
 
     def _nrl_reverting(self, instance, migration, nodename):
         """True if ``instance`` is (still) the one ``migration`` reverts."""
@@ -314,12 +409,42 @@ class SourceWindowTracker(object):
         self._nrl_logged[nodename] = current
 
 
-class SourceWindowMixin(object):
-    """Manager side: nothing to change.
+def _argument(args, kwargs, name, position):
+    """An RPC handler's argument, by name (as RPC passes it) or position."""
+    if name in kwargs:
+        return kwargs[name]
+    return args[position] if len(args) > position else None
 
-    The compute manager's own code stays upstream's; the tracker subclass
-    the composed manager uses does the work.
+
+class SourceWindowMixin(object):
+    """Manager side: tell the tracker when a resize begins and ends here.
+
+    Upstream's handlers run unchanged; the tracker keeps, in memory, which
+    resizes of the node can still revert, so that its periodic task looks
+    up nothing when none can (see the module doc). A tracker that is not
+    the composed one (a tracker class the guard left alone) is not told:
+    nothing here may fail a resize.
     """
+
+    def resize_instance(self, context, *args, **kwargs):
+        # (instance, image, migration, ...) in every release
+        migration = _argument(args, kwargs, 'migration', 2)
+        note = getattr(self.rt, '_nrl_note_outgoing', None)
+        if migration is not None and note is not None:
+            note(migration)
+        return super(SourceWindowMixin, self).resize_instance(
+            context, *args, **kwargs)
+
+    def confirm_resize(self, context, *args, **kwargs):
+        # (instance, migration) in every release
+        try:
+            return super(SourceWindowMixin, self).confirm_resize(
+                context, *args, **kwargs)
+        finally:
+            migration = _argument(args, kwargs, 'migration', 1)
+            forget = getattr(self.rt, '_nrl_forget_outgoing', None)
+            if migration is not None and forget is not None:
+                forget(migration)
 
 
 _IMPLEMENTATION = base.Implementation(

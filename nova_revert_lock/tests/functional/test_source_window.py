@@ -34,7 +34,13 @@ With the extension each reads 1. ``SourceWindowCanary`` shows the window
 on plain Nova, so that the tests with the extension prove something.
 """
 
+import time
+
+import eventlet
+from nova.compute import resource_tracker
+from nova.conductor import manager as conductor_manager
 from nova import context as nova_context
+from nova.objects import base as objects_base
 from nova import service
 from nova.tests.functional import integrated_helpers
 
@@ -43,6 +49,7 @@ from nova_revert_lock.mixins import base as mixin_base
 from nova_revert_lock.mixins import source_window
 from nova_revert_lock.tests.functional import base
 from nova_revert_lock.tests.functional import hooks
+from nova_revert_lock.tests.functional import test_source_window_flip
 
 PLAIN_MANAGER = 'nova.compute.manager.ComputeManager'
 WINDOW = ('cast', 'source-entry', 'revert-start', 'before-host-save')
@@ -210,30 +217,124 @@ class SourceWindowTest(_WindowTestBase):
         self.assertEqual([1] * 10, [vcpus for _l, vcpus in self.probes])
         self._assert_healed()
 
-    def test_settled_reverts_are_fetched_once(self):
-        # A revert from the source whose instance has moved on to another
-        # host since: the look-up reads the instance once, then remembers
-        # the migration as settled.
+    def _calls_of_periodic(self, host, plain=False):
+        """The object calls of one periodic run of ``host``, as RPC sends.
+
+        :param plain: run it with Nova's own tracker class instead
+        """
+        indirection = test_source_window_flip.SerializingIndirection(
+            conductor_manager.ConductorManager())
+        rt = self.tracker(host)
+        composed = type(rt)
+        saved = objects_base.NovaObject.indirection_api
+        objects_base.NovaObject.indirection_api = indirection
+        if plain:
+            rt.__class__ = resource_tracker.ResourceTracker
+        try:
+            self.run_periodic(host)
+        finally:
+            rt.__class__ = composed
+            objects_base.NovaObject.indirection_api = saved
+        return indirection.calls
+
+    def _wait_for(self, condition, timeout=10):
+        deadline = time.time() + timeout
+        while not condition():
+            if time.time() > deadline:
+                self.fail('timed out')
+            eventlet.sleep(0.05)
+
+    def _assert_no_call_of_its_own(self, state):
+        for host in self.hosts:
+            # The first run after a move saves the node's new usage; a
+            # plain one does it here, so that the two compared runs find
+            # the same books. Plain runs leave the mixin's memory alone.
+            self._calls_of_periodic(host, plain=True)
+            plain = self._calls_of_periodic(host, plain=True)
+            ours = self._calls_of_periodic(host)
+            self.assertEqual((state, host, plain), (state, host, ours))
+
+    def test_idle_periodic_makes_no_call_of_its_own(self):
+        # The look-up runs under the lock every claim waits for: with no
+        # revert that can be in its window, a run makes exactly the object
+        # calls upstream's makes, through the conductor.
+        server = self._boot(self.flavor_small, host=self.source)
+        self._assert_no_call_of_its_own('booted')
+        server = self.resize(server, self.flavor_large)
+        self._assert_no_call_of_its_own('resized, not confirmed')
+        migration = self._migration(server['id'])
+        self.assertIn(migration.uuid,
+                      self.tracker(self.source)._nrl_watched(self.source))
+        server = self.confirm(server)
+        # confirm_resize tells the tracker once upstream's handler is done,
+        # a moment after the status the API waits for.
+        self._wait_for(lambda: migration.uuid not in self.tracker(
+            self.source)._nrl_watched(self.source))
+        self._assert_no_call_of_its_own('confirmed')
+        server = self.resize(server, self.flavor_small)
+        server = self.revert(server)
+        self.assertEqual(self.dest, self._host_of(server))
+        # The first run after the revert, the instance back: no look-up.
+        self._assert_no_call_of_its_own('reverted')
+        self.assertEqual({}, self.tracker(self.dest)._nrl_watched(self.dest))
+        self.assertEqual({},
+                         self.tracker(self.source)._nrl_watched(self.source))
+
+    def test_history_is_read_once_per_process(self):
+        # Reverts from the source from before this process started: the
+        # node's first periodic run looks at them, once; a revert whose
+        # instance has moved on since is never fetched again.
         moved = self._boot(self.flavor_small, host=self.dest)
         self.record_migration(moved['id'], 'reverted', self.source,
                               self.dest)
+        rt = self.tracker(self.source)
+        # What a nova-compute starting now has in memory: nothing.
+        rt.__dict__.pop('_nrl_watch', None)
+        rt.__dict__.pop('_nrl_seen_nodes', None)
         fetched = []
+        looked_up = []
 
         def get_by_filters(orig, context, filters, *args, **kwargs):
             if 'uuid' in filters:
                 fetched.append(list(filters['uuid']))
             return orig(context, filters, *args, **kwargs)
 
+        def migrations(orig, context, filters, *args, **kwargs):
+            if filters.get('status') == 'reverted':
+                looked_up.append(filters)
+            return orig(context, filters, *args, **kwargs)
+
         hooks.wrap(self, 'nova.objects.InstanceList.get_by_filters',
                    get_by_filters)
+        hooks.wrap(self, 'nova.objects.MigrationList.get_by_filters',
+                   migrations)
         for _i in range(3):
             self.run_periodic(self.source)
         self.assertEqual([[moved['id']]], fetched)
+        self.assertEqual(1, len(looked_up))
         self.assertEqual(0, self.vcpus_used(self.source))
         self.admin_api.delete_server(moved['id'])
         self._wait_gone(moved['id'])
         # A revert that is not settled is still looked at on every run.
         self._probed_revert()
+        self.assertEqual([(label, 1) for label in WINDOW] + [(LANDED, 1)],
+                         self.probes)
+        self._assert_healed()
+
+    def test_resize_noted_while_the_source_was_down(self):
+        # The source restarted after its resize_instance: the periodic
+        # task notes the resize from the in-progress list, and the window
+        # of its revert stays closed.
+        server = self._boot(self.flavor_small, host=self.source)
+        server = self.resize(server, self.flavor_large)
+        rt = self.tracker(self.source)
+        rt.__dict__.pop('_nrl_watch', None)
+        self.run_periodic(self.source)
+        self.assertEqual([server['id']],
+                         list(rt._nrl_watched(self.source).values()))
+        self.probing = True
+        server = self.revert(server)
+        self.probing = False
         self.assertEqual([(label, 1) for label in WINDOW] + [(LANDED, 1)],
                          self.probes)
         self._assert_healed()

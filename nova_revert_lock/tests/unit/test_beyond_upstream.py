@@ -83,10 +83,12 @@ class BeyondUpstreamActivationTest(test_base.BaseTestCase):
     def _evaluate(self, mixins=None, on_unknown_code=None):
         return guard_helpers.evaluate(mixins, on_unknown_code)
 
-    def _forget_pairing_fingerprints(self):
-        """Make source_window's code unknown to the guard."""
-        ref = ('nova.compute.resource_tracker:ResourceTracker.'
-               '_pair_instances_to_migrations')
+    def _forget_lookup_fingerprints(self):
+        """Make source_window's code unknown to the guard.
+
+        The look-up's instance query: no other mixin relies on it.
+        """
+        ref = 'nova.objects.instance:InstanceList.get_by_filters'
         table = dict(fingerprint_table.FINGERPRINTS)
         table.pop(ref)
         self.useFixture(fixtures.MockPatchObject(
@@ -150,7 +152,7 @@ class BeyondUpstreamActivationTest(test_base.BaseTestCase):
     def test_unknown_code_on_fixed_nova_warns_and_stands_back(self):
         if not nova_has_upstream_fix():
             self.skipTest('the installed Nova lacks upstream fix')
-        self._forget_pairing_fingerprints()
+        self._forget_lookup_fingerprints()
         report = self._evaluate()
         self.assertEqual(activation.ALREADY_FIXED, report.state)
         self.assertEqual(_family(base.MATCH), report.mixins)
@@ -160,7 +162,7 @@ class BeyondUpstreamActivationTest(test_base.BaseTestCase):
         self.assertEqual(['source_window'], report.not_applied)
         self.assertEqual(2, len(report.warnings), report.warnings)
         self.assertIn('source_window not applied', report.warnings[0])
-        self.assertIn('_pair_instances_to_migrations', report.warnings[0])
+        self.assertIn('InstanceList.get_by_filters', report.warnings[0])
         # The second names the surveyed release nearest to this code.
         self.assertIn('nearest known release: Nova', report.warnings[1])
 
@@ -170,7 +172,7 @@ class BeyondUpstreamActivationTest(test_base.BaseTestCase):
         # on_unknown_code says.
         if nova_has_upstream_fix():
             self.skipTest('the installed Nova carries upstream fix')
-        self._forget_pairing_fingerprints()
+        self._forget_lookup_fingerprints()
         for choice in ('fail', 'warn'):
             report = self._evaluate(on_unknown_code=choice)
             self.assertEqual(activation.PATCHED, report.state)
@@ -181,7 +183,7 @@ class BeyondUpstreamActivationTest(test_base.BaseTestCase):
             self.assertEqual([], report.missing)
             self.assertEqual(2, len(report.warnings), report.warnings)
             self.assertIn('source_window not applied', report.warnings[0])
-            self.assertIn('_pair_instances_to_migrations',
+            self.assertIn('InstanceList.get_by_filters',
                           report.warnings[0])
             self.assertIn('nearest known release: Nova',
                           report.warnings[1])
@@ -288,7 +290,7 @@ class BeyondUpstreamActivationTest(test_base.BaseTestCase):
     def test_check_table_shows_warnings(self):
         if not nova_has_upstream_fix():
             self.skipTest('the installed Nova lacks upstream fix')
-        self._forget_pairing_fingerprints()
+        self._forget_lookup_fingerprints()
         table = manage.format_check_table(self._evaluate())
         self.assertIn('Applied:   %s' % (', '.join(_family(base.MATCH)) or
                                          '-'), table)
