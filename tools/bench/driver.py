@@ -313,10 +313,10 @@ def parse_args(argv):
                        help='nodes of the multi-node host (default 50)')
     group.add_argument('--periodic-node-instances', type=int, default=4,
                        help='instances per node there (default 4)')
-    group.add_argument('--periodic-reverts', type=int, default=10,
-                       help='reverted migrations from the one-node host in '
-                            'the third scenario (default 10; 0: no third '
-                            'scenario)')
+    group.add_argument('--periodic-reverts', type=int, default=5,
+                       help='reverts in flight on the multi-node host in '
+                            'the third scenario, one per node (default 5; '
+                            '0: no third scenario)')
     args = parser.parse_args(argv)
     if args.cycles < 0 or args.block < 1 or args.activation_runs < 0:
         parser.error('--cycles must be at least 0, --block at least 1')

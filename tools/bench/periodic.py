@@ -24,11 +24,17 @@ capacity (1,000 vCPUs) holds every instance placed on it:
   database with host, node and flavor set (``Instance.create()``). The
   periodic task only reads instances, so this is the load it sees from
   booted servers, without the boot;
-* ``reverts`` ``reverted`` migrations from the host's first node, as a
-  host that has served reverts for a while has: half of them of
-  instances back on the node, half of instances that have moved on to
-  another host since. The extension's look-up reads them and, for the
-  latter, the instances too; upstream reads neither.
+* ``reverts`` reverts in flight on the multi-node host (third scenario),
+  one per node from its first: the destination has set the migration
+  ``reverted`` and dropped its claim, the instance is still on the
+  destination (``resize_reverting``, its migration context naming the
+  migration), the source's ``finish_revert_resize`` has not run: the
+  window the ``source_window`` mixin closes. Upstream counts these
+  instances nowhere; the extension counts each on its source node, by
+  its look-up, on every run while the revert is in flight (the worst
+  case: a real revert is in flight for one or two runs). A host's
+  history of finished reverts costs nothing after its first run, so it
+  is not a scenario of its own.
 
 A run times one ``update_available_resource`` of the host's compute
 manager, as the periodic task calls it: every node, the database reads,
@@ -56,8 +62,8 @@ def scenarios(instances, nodes, node_instances, reverts):
         (and of the third, which adds ``reverts``)
     :param nodes: nodes of the second scenario
     :param node_instances: instances per node of the second scenario
-    :param reverts: reverted migrations of the third scenario (0: no
-        third scenario)
+    :param reverts: reverts in flight in the third scenario, on the
+        second's host, one per node (0: no third scenario)
     :returns: list of dicts with ``name``, ``label``, ``nodes``,
         ``instances`` (per node) and ``reverts``
     """
@@ -71,10 +77,10 @@ def scenarios(instances, nodes, node_instances, reverts):
     ]
     if reverts:
         found.append(
-            {'name': 'one-node-reverts', 'nodes': 1, 'instances': instances,
-             'reverts': reverts,
-             'label': '1 node x %d instances, %d reverted migrations'
-                      % (instances, reverts)})
+            {'name': 'many-nodes-reverts', 'nodes': nodes,
+             'instances': node_instances, 'reverts': min(reverts, nodes),
+             'label': '%d nodes x %d instances, %d reverts in flight'
+                      % (nodes, node_instances, min(reverts, nodes))})
     return found
 
 
@@ -96,7 +102,7 @@ class PeriodicBench(object):
         self.nova_context = nova_context
         self.ctxt = nova_context.get_admin_context()
         self.hosts = {}         # scenario name -> host
-        self.expected = {}      # scenario name -> vCPUs per node
+        self.expected = {}      # scenario name -> node -> vCPUs
         self.steps = {}         # scenario name -> set-up step -> seconds
         self.flavor = None
 
@@ -135,18 +141,26 @@ class PeriodicBench(object):
         compute.manager.update_available_resource(self._context())
         steps['nodes_s'] = round(time.time() - started, 1)
         started = time.time()
-        instances = []
         for node in nodes:
             for _i in range(spec['instances']):
-                instances.append(self._instance(host, node))
-        for i in range(spec['reverts']):
-            if i % 2:
-                instance = self._instance(ELSEWHERE, ELSEWHERE)
-            else:
-                instance = instances[i]
-            self._reverted(host, nodes[0], instance)
+                self._instance(host, node)
+        expected = dict((node, spec['instances'] * self.flavor.vcpus)
+                        for node in nodes)
+        # With the look-up (source_window) the source node counts the
+        # reverting instance; upstream counts it nowhere.
+        counts_window = hasattr(compute.manager.rt, '_nrl_note_outgoing')
+        resized = [self._resized(host, node)
+                   for node in nodes[:spec['reverts']]]
+        if resized:
+            # As a host sees a resize from it: in progress (the periodic
+            # task lists it) before the destination reverts it.
+            compute.manager.update_available_resource(self._context())
+        for migration, instance in resized:
+            self._flip(migration, instance)
+            if counts_window:
+                expected[migration.source_node] += self.flavor.vcpus
         self.hosts[spec['name']] = host
-        self.expected[spec['name']] = spec['instances'] * self.flavor.vcpus
+        self.expected[spec['name']] = expected
         steps['load_s'] = round(time.time() - started, 1)
         # NOTE: one run untimed: the first run after the load was written
         # updates every node's record and inventory.
@@ -172,16 +186,32 @@ class PeriodicBench(object):
         instance.create()
         return instance
 
-    def _reverted(self, host, node, instance):
+    def _resized(self, host, node):
+        """A resize from ``node`` waiting for its confirmation."""
+        instance = self._instance(ELSEWHERE, ELSEWHERE)
         migration = self.objects.Migration(
             context=self.ctxt, instance_uuid=instance.uuid,
             source_compute=host, source_node=node,
             dest_compute=ELSEWHERE, dest_node=ELSEWHERE,
-            migration_type='resize', status='reverted',
+            migration_type='resize', status='finished',
             old_instance_type_id=self.flavor.id,
             new_instance_type_id=self.flavor.id)
         migration.create()
-        return migration
+        instance.vm_state = 'resized'
+        instance.old_flavor = self.flavor
+        instance.new_flavor = self.flavor
+        instance.migration_context = self.objects.MigrationContext(
+            instance_uuid=instance.uuid, migration_id=migration.id,
+            old_numa_topology=None, new_numa_topology=None)
+        instance.save()
+        return migration, instance
+
+    def _flip(self, migration, instance):
+        """The revert in flight: flipped, claim dropped, not back yet."""
+        instance.task_state = 'resize_reverting'
+        instance.save()
+        migration.status = 'reverted'
+        migration.save()
 
     def run(self, name):
         """One timed periodic task on the scenario's host.
@@ -204,7 +234,7 @@ class PeriodicBench(object):
         # NOTE: the manager logs a node's failure and goes on; a broken
         # run would look fast. The books say whether it did the work.
         wrong = sorted(node for node, cn in manager.rt.compute_nodes.items()
-                       if cn.vcpus_used != expected)
+                       if cn.vcpus_used != expected[node])
         return {'ms': round(wall * 1e3, 3), 'cpu_ms': round(cpu * 1e3, 3),
                 'db_calls': calls.pop('db', 0),
                 'placement_calls': calls.pop('placement', 0),
