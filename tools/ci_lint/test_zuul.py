@@ -406,6 +406,8 @@ class TestToxConfig(unittest.TestCase):
         envs = tox_envs()
         for env in out:
             self.assertIn(env, envs)
-        for env in ('pep8', 'functional-ussuri', 'docs', 'releasenotes',
+        # all-ussuri: functional-ussuri, rpc and start-ussuri in one
+        # virtualenv.
+        for env in ('pep8', 'all-ussuri', 'docs', 'releasenotes',
                     'lint-ci', 'cloud-short'):
             self.assertIn(env, out)
