@@ -129,15 +129,23 @@ class PeriodicOrderTest(unittest.TestCase):
 class PeriodicScenariosTest(unittest.TestCase):
 
     def test_sizes_and_labels(self):
-        specs = periodic.scenarios(200, 50, 4, 10)
-        self.assertEqual(['one-node', 'many-nodes', 'one-node-reverts'],
+        specs = periodic.scenarios(200, 50, 4, 5)
+        self.assertEqual(['one-node', 'many-nodes', 'many-nodes-reverts'],
                          [s['name'] for s in specs])
         self.assertEqual((1, 200, 0), (specs[0]['nodes'],
                                        specs[0]['instances'],
                                        specs[0]['reverts']))
         self.assertEqual((50, 4), (specs[1]['nodes'], specs[1]['instances']))
-        self.assertEqual(10, specs[2]['reverts'])
+        # The reverts in flight are on the multi-node host, one per node.
+        self.assertEqual((50, 4, 5), (specs[2]['nodes'],
+                                      specs[2]['instances'],
+                                      specs[2]['reverts']))
         self.assertEqual('50 nodes x 4 instances', specs[1]['label'])
+        self.assertEqual('50 nodes x 4 instances, 5 reverts in flight',
+                         specs[2]['label'])
+
+    def test_at_most_one_revert_per_node(self):
+        self.assertEqual(3, periodic.scenarios(10, 3, 1, 8)[2]['reverts'])
 
     def test_no_reverts_no_third_scenario(self):
         self.assertEqual(2, len(periodic.scenarios(10, 2, 1, 0)))
@@ -164,7 +172,7 @@ class PeriodicSummaryTest(unittest.TestCase):
         self.assertEqual(round(report.percentile([104, 112, 300], 95), 2),
                          wall['extension']['p95'])
         self.assertEqual({'one-node': 1.12, 'many-nodes': 1.12,
-                          'one-node-reverts': 1.12},
+                          'many-nodes-reverts': 1.12},
                          result['periodic_ratio_vs_upstream'])
         self.assertEqual(1.12, result['periodic_cpu_ratio_vs_upstream'][
             'many-nodes'])
@@ -174,7 +182,7 @@ class PeriodicSummaryTest(unittest.TestCase):
             'db.migration_get_all_by_filters'])
         self.assertNotIn('db.migration_get_all_by_filters',
                          calls['upstream']['by_call'])
-        self.assertEqual(['one-node', 'many-nodes', 'one-node-reverts'],
+        self.assertEqual(['one-node', 'many-nodes', 'many-nodes-reverts'],
                          [s['name'] for s in result['periodic_scenarios']])
         self.assertEqual(3, result['periodic_settings']['runs'])
 
@@ -182,9 +190,14 @@ class PeriodicSummaryTest(unittest.TestCase):
         result = self._result()
         targets = [t for t in result['targets']
                    if t['part'] == report.PERIODIC]
-        self.assertEqual(3, len(targets))
+        # Per scenario its ratio, and with no move in flight its calls
+        # (equal to upstream's) and a tighter ratio.
+        self.assertEqual(5, len(targets))
         self.assertFalse(any(t['met'] for t in targets))
-        self.assertIn('50 nodes x 4 instances', targets[1]['name'])
+        self.assertEqual(['<= 1.02', 'equal', '<= 1.02', 'equal', '<= 1.05'],
+                         [t['target'] for t in targets])
+        self.assertIn('50 nodes x 4 instances', targets[2]['name'])
+        self.assertEqual('6 vs 5', targets[1]['value'])
         self.assertEqual([], driver.validity_problems(result))
 
     def test_wrong_books_invalidate(self):
@@ -213,7 +226,7 @@ class PeriodicSummaryTest(unittest.TestCase):
 
     def test_periodic_alone(self):
         result = self._result(cycles=0)
-        self.assertEqual([report.PERIODIC] * 3,
+        self.assertEqual([report.PERIODIC] * 5,
                          [t['part'] for t in result['targets']])
         self.assertEqual([], driver.validity_problems(result))
         self.assertNotIn('Race exposure', '\n'.join(report.table(result)))
@@ -322,7 +335,7 @@ class DocsTest(unittest.TestCase):
         self.assertIn('\nRACE\n', text)
         self.assertNotIn('STALE', text)
         self.assertEqual(1, text.count(report.PERIODIC_DOC_BEGIN))
-        self.assertIn('1 node x 200 instances, 10 reverted migrations',
+        self.assertIn('50 nodes x 4 instances, 10 reverts in flight',
                       text)
         self.assertNotIn('.. image::', text)
         self.assertTrue(text.rstrip().endswith('After'))
