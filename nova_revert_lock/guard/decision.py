@@ -103,17 +103,27 @@ def _series_order(series):
     return -1
 
 
+#: (table, by_release(table)) of the last table inverted: the guard asks
+#: for the same table once per mixin while nova-compute starts
+_BY_RELEASE = (None, None)
+
+
 def by_release(table=None):
-    """{surveyed release: {ref: fingerprint}}.
+    """{surveyed release: {ref: fingerprint}}, not to be modified.
 
     :param table: a ``FINGERPRINTS`` mapping (default: the generated one)
     """
+    global _BY_RELEASE
     table = load_table().FINGERPRINTS if table is None else table
+    if _BY_RELEASE[0] is table:
+        return _BY_RELEASE[1]
     out = collections.defaultdict(dict)
     for ref, digests in table.items():
         for digest, labels in digests.items():
             for label in labels:
                 out[label][ref] = digest
+    out = dict(out)
+    _BY_RELEASE = (table, out)
     return out
 
 
@@ -246,7 +256,7 @@ def check_release(name, label, table=None):
     alone.
     """
     table = load_table() if table is None else table
-    code = by_release(table.FINGERPRINTS)[label]
+    code = by_release(table.FINGERPRINTS).get(label, {})
     if name in mixins.APPLIES_FROM:
         ref = mixins.APPLIES_FROM[name][0]
         if ref not in code:

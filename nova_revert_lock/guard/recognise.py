@@ -164,36 +164,48 @@ def _targets(node):
     return out
 
 
-def _does(func_node, action, name):
-    """True if ``func_node`` (nested functions included) does it."""
-    if action == 'decorated':
-        return any(isinstance(d, ast.Call) and _callee_name(d.func) == name
-                   for d in func_node.decorator_list)
-    for node in ast.walk(func_node):
+class _Summary(object):
+    """What one function does, read in one walk of its tree.
+
+    :ivar calls: names called (``f()``, ``x.f()``)
+    :ivar assigns: attribute names assigned (``x.name = ...``)
+    :ivar refers: names and attribute names referred to
+    :ivar decorators: names of the decorators called (``@name(...)``)
+    :ivar self_methods: names ``self.<name>`` refers to, in order
+    """
+
+    def __init__(self, func_node):
+        self.calls = set()
+        self.assigns = set()
+        self.refers = set()
+        self.decorators = set(
+            _callee_name(d.func) for d in func_node.decorator_list
+            if isinstance(d, ast.Call))
+        self.self_methods = []
+        # NOTE: nested functions included, as ast.walk goes.
+        for node in ast.walk(func_node):
+            if isinstance(node, ast.Call):
+                self.calls.add(_callee_name(node.func))
+            elif isinstance(node, ast.Name):
+                self.refers.add(node.id)
+            elif isinstance(node, ast.Attribute):
+                self.refers.add(node.attr)
+                if (isinstance(node.value, ast.Name) and
+                        node.value.id == 'self' and
+                        node.attr not in self.self_methods):
+                    self.self_methods.append(node.attr)
+            for target in _targets(node):
+                if isinstance(target, ast.Attribute):
+                    self.assigns.add(target.attr)
+
+    def does(self, action, name):
+        if action == 'decorated':
+            return name in self.decorators
         if action == 'calls':
-            if isinstance(node, ast.Call) and (
-                    _callee_name(node.func) == name):
-                return True
-        elif action == 'assigns':
-            if any(isinstance(t, ast.Attribute) and t.attr == name
-                   for t in _targets(node)):
-                return True
-        elif action == 'refers':
-            if (isinstance(node, ast.Name) and node.id == name) or (
-                    isinstance(node, ast.Attribute) and node.attr == name):
-                return True
-    return False
-
-
-def _self_methods(func_node):
-    """Names ``self.<name>`` refers to in the function, in order."""
-    names = []
-    for node in ast.walk(func_node):
-        if (isinstance(node, ast.Attribute) and
-                isinstance(node.value, ast.Name) and
-                node.value.id == 'self' and node.attr not in names):
-            names.append(node.attr)
-    return names
+            return name in self.calls
+        if action == 'assigns':
+            return name in self.assigns
+        return name in self.refers
 
 
 class Recogniser(object):
@@ -208,6 +220,7 @@ class Recogniser(object):
         self._nodes = {}
 
     def _node(self, ref):
+        """The :class:`_Summary` of function ``ref``, or None."""
         if ref not in self._nodes:
             text = self.sources.source(ref)
             node = None if text is None else _parse(text)
@@ -216,7 +229,7 @@ class Recogniser(object):
                 # closing parenthesis sits at the def's indentation.
                 text = self.sources.source(ref, exact=True)
                 node = None if text is None else _parse(text)
-            self._nodes[ref] = node
+            self._nodes[ref] = None if node is None else _Summary(node)
         return self._nodes[ref]
 
     def holds(self, part):
@@ -227,7 +240,7 @@ class Recogniser(object):
         if node is None:
             return False
         if part.does == 'decorated':
-            return _does(node, part.does, part.name)
+            return node.does(part.does, part.name)
         module, _, path = part.ref.partition(':')
         owner = path.rpartition('.')[0]
         seen = set([part.ref])
@@ -235,11 +248,11 @@ class Recogniser(object):
         for depth in range(MAX_DEPTH + 1):
             following = []
             for current in level:
-                if _does(current, part.does, part.name):
+                if current.does(part.does, part.name):
                     return True
                 if not owner or depth == MAX_DEPTH:
                     continue
-                for name in _self_methods(current):
+                for name in current.self_methods:
                     ref = '%s:%s.%s' % (module, owner, name)
                     if ref in seen:
                         continue
