@@ -295,8 +295,7 @@ class SourceWindowTracker(object):
         :returns: dict migration uuid -> instance uuid, or None on the
             node's first periodic run in this process
         """
-        seen = self.__dict__.setdefault('_nrl_seen_nodes', set())
-        first = nodename not in seen
+        first = nodename not in self.__dict__.get('_nrl_seen_nodes', ())
         watch = self._nrl_watched(nodename)
         listed = set()
         for m in migrations:
@@ -316,10 +315,7 @@ class SourceWindowTracker(object):
                 watch.pop(migration_uuid, None)
             else:
                 left[migration_uuid] = instance_uuid
-        if first:
-            seen.add(nodename)
-            return None
-        return left
+        return None if first else left
 
     def _nrl_query(self, context, nodename, migrations, instance_by_uuid):
         def outgoing(m):
@@ -335,6 +331,8 @@ class SourceWindowTracker(object):
         if left is None or left:
             self._nrl_recent(context, nodename, migrations, left,
                              candidates, outgoing)
+        # NOTE: a first run whose look-up failed is retried as a first run.
+        self.__dict__.setdefault('_nrl_seen_nodes', set()).add(nodename)
         if not candidates:
             return []
         instances = objects.InstanceList.get_by_filters(

@@ -321,6 +321,39 @@ class SourceWindowTest(_WindowTestBase):
                          self.probes)
         self._assert_healed()
 
+    def test_failed_first_look_up_is_retried(self):
+        # The node's first look-up (the history a restart may hide) fails:
+        # the next run looks again, as a first run.
+        moved = self._boot(self.flavor_small, host=self.dest)
+        self.record_migration(moved['id'], 'reverted', self.source,
+                              self.dest)
+        rt = self.tracker(self.source)
+        rt.__dict__.pop('_nrl_watch', None)
+        rt.__dict__.pop('_nrl_seen_nodes', None)
+        fetched = []
+        failures = [RuntimeError('conductor gone')]
+
+        def migrations(orig, context, filters, *args, **kwargs):
+            if filters.get('status') == 'reverted' and failures:
+                raise failures.pop()
+            return orig(context, filters, *args, **kwargs)
+
+        def get_by_filters(orig, context, filters, *args, **kwargs):
+            if 'uuid' in filters:
+                fetched.append(list(filters['uuid']))
+            return orig(context, filters, *args, **kwargs)
+
+        hooks.wrap(self, 'nova.objects.MigrationList.get_by_filters',
+                   migrations)
+        hooks.wrap(self, 'nova.objects.InstanceList.get_by_filters',
+                   get_by_filters)
+        self.run_periodic(self.source)
+        self.assertEqual([], fetched)
+        self.run_periodic(self.source)
+        self.assertEqual([[moved['id']]], fetched)
+        self.run_periodic(self.source)
+        self.assertEqual([[moved['id']]], fetched)
+
     def test_resize_noted_while_the_source_was_down(self):
         # The source restarted after its resize_instance: the periodic
         # task notes the resize from the in-progress list, and the window
