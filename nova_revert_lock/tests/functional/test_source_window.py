@@ -280,21 +280,26 @@ class SourceWindowTest(_WindowTestBase):
         self.assertEqual({},
                          self.tracker(self.source)._nrl_watched(self.source))
 
-    def test_history_is_read_once_per_process(self):
-        # Reverts from the source from before this process started: the
-        # node's first periodic run looks at them, once; a revert whose
-        # instance has moved on since is never fetched again.
+    def _history_after_restart(self, fail_first=False):
+        """A revert from the source recorded before this process started.
+
+        Its instance has moved on to the destination since. The source's
+        tracker forgets what it remembered, as a nova-compute starting now
+        has nothing in memory.
+
+        :param fail_first: the first look-up of reverts raises
+        :returns: (server, fetched instance uuid lists, look-ups made)
+        """
         moved = self._boot(self.flavor_small, host=self.dest)
         self.record_migration(moved['id'], 'reverted', self.source,
                               self.dest)
         rt = self.tracker(self.source)
-        # What a nova-compute starting now has in memory: nothing.
         rt.__dict__.pop('_nrl_watch', None)
         rt.__dict__.pop('_nrl_seen_nodes', None)
-        fetched = []
-        looked_up = []
+        fetched, looked_up = [], []
+        failures = [RuntimeError('conductor gone')] if fail_first else []
 
-        def get_by_filters(orig, context, filters, *args, **kwargs):
+        def instances(orig, context, filters, *args, **kwargs):
             if 'uuid' in filters:
                 fetched.append(list(filters['uuid']))
             return orig(context, filters, *args, **kwargs)
@@ -302,12 +307,21 @@ class SourceWindowTest(_WindowTestBase):
         def migrations(orig, context, filters, *args, **kwargs):
             if filters.get('status') == 'reverted':
                 looked_up.append(filters)
+                if failures:
+                    raise failures.pop()
             return orig(context, filters, *args, **kwargs)
 
         hooks.wrap(self, 'nova.objects.InstanceList.get_by_filters',
-                   get_by_filters)
+                   instances)
         hooks.wrap(self, 'nova.objects.MigrationList.get_by_filters',
                    migrations)
+        return moved, fetched, looked_up
+
+    def test_history_is_read_once_per_process(self):
+        # The node's first periodic run looks at the reverts from before
+        # the process started, once; a revert whose instance has moved on
+        # since is never fetched again.
+        moved, fetched, looked_up = self._history_after_restart()
         for _i in range(3):
             self.run_periodic(self.source)
         self.assertEqual([[moved['id']]], fetched)
@@ -322,37 +336,17 @@ class SourceWindowTest(_WindowTestBase):
         self._assert_healed()
 
     def test_failed_first_look_up_is_retried(self):
-        # The node's first look-up (the history a restart may hide) fails:
-        # the next run looks again, as a first run.
-        moved = self._boot(self.flavor_small, host=self.dest)
-        self.record_migration(moved['id'], 'reverted', self.source,
-                              self.dest)
-        rt = self.tracker(self.source)
-        rt.__dict__.pop('_nrl_watch', None)
-        rt.__dict__.pop('_nrl_seen_nodes', None)
-        fetched = []
-        failures = [RuntimeError('conductor gone')]
-
-        def migrations(orig, context, filters, *args, **kwargs):
-            if filters.get('status') == 'reverted' and failures:
-                raise failures.pop()
-            return orig(context, filters, *args, **kwargs)
-
-        def get_by_filters(orig, context, filters, *args, **kwargs):
-            if 'uuid' in filters:
-                fetched.append(list(filters['uuid']))
-            return orig(context, filters, *args, **kwargs)
-
-        hooks.wrap(self, 'nova.objects.MigrationList.get_by_filters',
-                   migrations)
-        hooks.wrap(self, 'nova.objects.InstanceList.get_by_filters',
-                   get_by_filters)
+        # The node's first look-up fails: the next run looks again, as a
+        # first run, and the one after does not.
+        moved, fetched, looked_up = self._history_after_restart(
+            fail_first=True)
         self.run_periodic(self.source)
         self.assertEqual([], fetched)
         self.run_periodic(self.source)
         self.assertEqual([[moved['id']]], fetched)
         self.run_periodic(self.source)
         self.assertEqual([[moved['id']]], fetched)
+        self.assertEqual(2, len(looked_up))
 
     def test_resize_noted_while_the_source_was_down(self):
         # The source restarted after its resize_instance: the periodic
