@@ -14,15 +14,18 @@
 
 Kept per process and read by the RPC status endpoint and the benchmark:
 how many critical sections were entered, how long the lock was held in
-them, and how many raised.
+them (the longest ever, and per kind the median and 99th percentile of
+the latest sections), and how many raised.
 """
 
+import collections
 import contextlib
 import threading
 import time
 
 _LOCK = threading.Lock()
-_HOLD_SAMPLES = 4096
+#: the latest hold times kept per kind of section, for the percentiles
+_HOLD_SAMPLES = 1024
 
 
 class _Counters(object):
@@ -34,7 +37,8 @@ class _Counters(object):
         self.errors = 0
         self.max_hold_ms = 0.0
         self.by_kind = {}
-        self.samples = []
+        self.max_by_kind = {}
+        self.samples = {}
 
     def record(self, kind, held_ms, failed):
         with _LOCK:
@@ -43,8 +47,13 @@ class _Counters(object):
             if failed:
                 self.errors += 1
             self.max_hold_ms = max(self.max_hold_ms, held_ms)
-            if len(self.samples) < _HOLD_SAMPLES:
-                self.samples.append((kind, held_ms))
+            self.max_by_kind[kind] = max(self.max_by_kind.get(kind, 0.0),
+                                         held_ms)
+            latest = self.samples.get(kind)
+            if latest is None:
+                latest = self.samples[kind] = collections.deque(
+                    maxlen=_HOLD_SAMPLES)
+            latest.append(held_ms)
 
 
 COUNTERS = _Counters()
@@ -65,18 +74,46 @@ def critical_section(kind):
         COUNTERS.record(kind, (time.monotonic() - start) * 1000.0, failed)
 
 
+def percentile(values, p):
+    """The nearest-rank ``p``-th percentile of ``values`` (or None)."""
+    values = sorted(values)
+    if not values:
+        return None
+    rank = int(-(-p * len(values) // 100))  # ceil, without floats
+    return values[max(0, min(len(values), rank) - 1)]
+
+
+def _holds(latest, longest):
+    return {'n': len(latest),
+            'p50': round(percentile(latest, 50), 3),
+            'p99': round(percentile(latest, 99), 3),
+            'max': round(longest, 3)}
+
+
 def snapshot():
-    """A plain dict of the counters, safe to send over RPC."""
+    """A plain dict of the counters, safe to send over RPC.
+
+    ``lock_hold_ms_by_kind`` gives, per kind of section, the median and
+    99th percentile hold of the latest sections (``n`` of them, at most
+    ``_HOLD_SAMPLES``) and the longest hold since the process started.
+    """
     with _LOCK:
-        return {
+        status = {
             'critical_sections': COUNTERS.entered,
             'critical_sections_by_kind': dict(COUNTERS.by_kind),
             'max_lock_hold_ms': round(COUNTERS.max_hold_ms, 3),
             'critical_section_errors': COUNTERS.errors,
         }
+        latest = {kind: list(held) for kind, held in COUNTERS.samples.items()}
+        longest = dict(COUNTERS.max_by_kind)
+    # NOTE: sorted outside the lock: sections wait for it, not for this.
+    status['lock_hold_ms_by_kind'] = {
+        kind: _holds(held, longest[kind]) for kind, held in latest.items()}
+    return status
 
 
 def hold_samples():
-    """List of (kind, held ms) of the first sections, for benchmarks."""
+    """List of (kind, held ms) of the latest sections, for benchmarks."""
     with _LOCK:
-        return list(COUNTERS.samples)
+        return [(kind, held) for kind, latest in COUNTERS.samples.items()
+                for held in latest]

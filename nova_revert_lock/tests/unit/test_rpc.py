@@ -129,6 +129,7 @@ class TestStatusEndpoint(testtools.TestCase):
             'critical_sections_by_kind': {},
             'max_lock_hold_ms': 0.0,
             'critical_section_errors': 0,
+            'lock_hold_ms_by_kind': {},
         }, status)
         self.assertEqual(status, json.loads(json.dumps(status)))
 
@@ -155,6 +156,28 @@ class TestStatusEndpoint(testtools.TestCase):
                          status['critical_sections_by_kind'])
         self.assertEqual(1, status['critical_section_errors'])
         self.assertGreaterEqual(status['max_lock_hold_ms'], 0.0)
+        self.assertEqual({'confirm', 'revert'},
+                         set(status['lock_hold_ms_by_kind']))
+        self.assertEqual(1, status['lock_hold_ms_by_kind']['revert']['n'])
+
+    def test_hold_percentiles_per_kind_of_the_latest_sections(self):
+        # 1..2000 ms for confirm: the percentiles are of the latest 1024
+        # (977..2000), the longest is of all of them.
+        for held in range(1, 2001):
+            stats.COUNTERS.record('confirm', float(held), False)
+        stats.COUNTERS.record('revert', 7.0, True)
+        holds = stats.snapshot()['lock_hold_ms_by_kind']
+        self.assertEqual({'n': 1024, 'p50': 1488.0, 'p99': 1990.0,
+                          'max': 2000.0}, holds['confirm'])
+        self.assertEqual({'n': 1, 'p50': 7.0, 'p99': 7.0, 'max': 7.0},
+                         holds['revert'])
+        self.assertEqual(1025, len(stats.hold_samples()))
+
+    def test_percentile_is_nearest_rank(self):
+        self.assertIsNone(stats.percentile([], 50))
+        self.assertEqual(3, stats.percentile([5, 1, 3, 2, 4], 50))
+        self.assertEqual(5, stats.percentile([5, 1, 3, 2, 4], 99))
+        self.assertEqual(1, stats.percentile([5, 1, 3, 2, 4], 1))
 
     def test_no_report_at_all_is_unknown(self):
         # Activation sets the report on every class it composes; a class
