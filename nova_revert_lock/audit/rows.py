@@ -21,7 +21,7 @@ ROW_KEYS = ('host', 'cell', 'reachable', 'state', 'nova_version', 'series',
             'mixins', 'activated_at', 'critical_sections', 'max_lock_hold_ms',
             'critical_section_errors', 'error')
 _EXTRA_KEYS = ('rpc_version', 'missing', 'critical_sections_by_kind',
-               'bugs')
+               'lock_hold_ms_by_kind', 'bugs')
 
 
 def new_row(host, cell=None, **values):

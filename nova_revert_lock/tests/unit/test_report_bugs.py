@@ -108,6 +108,9 @@ class ReportBugsTest(testtools.TestCase):
                          status['bugs'])
         row = rows.row_from_status(_Target(), status)
         self.assertEqual(['1896463', '1944759'], rows.open_bugs(row))
+        # the hold percentiles reach the row (status --all --format json)
+        self.assertEqual(status['lock_hold_ms_by_kind'],
+                         row['lock_hold_ms_by_kind'])
         self.assertEqual([], rows.open_bugs(rows.new_row('host2')))
 
 
