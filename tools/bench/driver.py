@@ -44,6 +44,7 @@ import threading
 import time
 
 from tools.bench import cycle_driver
+from tools.bench import family
 from tools.bench import periodic
 from tools.bench import report
 from tools.bench import venvs
@@ -56,6 +57,8 @@ EXPECTED_STATE = {'plain': 'patched', 'extension': 'patched',
 READY_TIMEOUT = 600
 CYCLE_TIMEOUT = 180
 PERIODIC_TIMEOUT = 300
+#: seconds a family cycle may take: its own services start and stop
+FAMILY_TIMEOUT = 240
 
 
 class BenchError(Exception):
@@ -70,7 +73,12 @@ def _log(message):
 class ModeProcess(object):
     """One harness process, spoken to in JSON lines."""
 
-    def __init__(self, mode, python, options, log_path):
+    def __init__(self, mode, python, options, log_path, command=None):
+        """Start the process.
+
+        :param command: the module and its arguments after ``-m``
+            (default: :mod:`.harness` for ``mode`` with ``options``)
+        """
         env = dict(os.environ)
         for name in ('OS_STDOUT_CAPTURE', 'OS_STDERR_CAPTURE',
                      'OS_LOG_CAPTURE'):
@@ -82,11 +90,14 @@ class ModeProcess(object):
         self.mode = mode
         self.log_path = log_path
         self.log = open(log_path, 'w')
+        if command is None:
+            command = (
+                ['tools.bench.harness', mode,
+                 '--hammer-sleep', str(options.hammer_sleep),
+                 '--probe-interval', str(options.probe_interval)] +
+                ([] if options.trigger else ['--no-trigger']))
         self.proc = subprocess.Popen(
-            [python, '-m', 'tools.bench.harness', mode,
-             '--hammer-sleep', str(options.hammer_sleep),
-             '--probe-interval', str(options.probe_interval)] +
-            ([] if options.trigger else ['--no-trigger']),
+            [python, '-m'] + command,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
             universal_newlines=True, env=env)
         self.lines = queue.Queue()
@@ -229,8 +240,70 @@ def _run_periodic(procs, scenarios, runs):
             'load': _load()}
 
 
+def _family_blocks(bugs, cycles, block):
+    """[(bug, count)...]: each bug's cycles in blocks, bug after bug."""
+    order = []
+    for bug in bugs:
+        left = cycles
+        while left:
+            order.append((bug, min(block, left)))
+            left -= order[-1][1]
+    return order
+
+
+def _run_family(args, upstream_python):
+    """Run the family's rows: every mode of a row runs each block together.
+
+    :param upstream_python: python of the environment with Nova
+        :data:`family.EVACUATE_FIX_NOVA`, or None: no upstream column
+    :returns: the dict :func:`report.summarize` reads as ``family``
+    """
+    bugs = args.family or list(family.BUGS)
+    pythons = {'plain': sys.executable, 'extension': sys.executable}
+    if upstream_python:
+        pythons['upstream'] = upstream_python
+    procs = {}
+    records = {bug: {} for bug in bugs}
+    cpu = {}
+    started = time.time()
+    try:
+        for mode in pythons:
+            procs[mode] = ModeProcess(
+                mode, pythons[mode], args,
+                os.path.join(args.results_dir, 'family-%s.log' % mode),
+                command=['tools.bench.family', mode])
+        ready = {mode: procs[mode].receive(READY_TIMEOUT) for mode in procs}
+        for mode in procs:
+            _log('family %s ready: Nova %s' % (
+                mode, ready[mode]['nova_version']))
+        for number, (bug, count) in enumerate(_family_blocks(
+                bugs, args.family_cycles, args.family_block)):
+            modes = [m for m in family.modes_of(
+                family.BUGS[bug], 'upstream' in procs) if m in procs]
+            for mode in modes:
+                procs[mode].send(cmd='run', bug=bug, count=count)
+            for mode in modes:
+                answer = procs[mode].receive(FAMILY_TIMEOUT * count)
+                records[bug].setdefault(mode, []).extend(answer['records'])
+                cpu[mode] = round(cpu.get(mode, 0.0) + answer['cpu_s'], 1)
+            _log('family block %d (%d x %s): wrong %s; %.0f s' % (
+                number + 1, count, bug, ', '.join(
+                    '%s %d' % (m, sum(1 for r in records[bug][m]
+                                      if r.get('right') is False))
+                    for m in modes), time.time() - started))
+    finally:
+        for proc in procs.values():
+            proc.close()
+    return {'cycles': args.family_cycles, 'bugs': bugs, 'records': records,
+            'ready': ready, 'cpu_s': cpu,
+            'upstream_skipped': None if upstream_python else (
+                'not measured in this run (--no-family-upstream)'),
+            'wall_s': round(time.time() - started, 1)}
+
+
 #: options whose values are this machine's paths: left out of the record
-_PATH_OPTIONS = ('--venv-dir', '--results-dir', '--upstream-python')
+_PATH_OPTIONS = ('--venv-dir', '--results-dir', '--upstream-python',
+                 '--family-upstream-python')
 
 
 def _command(argv):
@@ -317,7 +390,34 @@ def parse_args(argv):
                        help='reverts in flight on the multi-node host in '
                             'the third scenario, one per node (default 5; '
                             '0: no third scenario)')
+    group = parser.add_argument_group(
+        'the family', 'the sibling fixes: each one\'s operation, raced as '
+        'its functional test races it, one fresh test case per cycle')
+    group.add_argument('--family-cycles', type=int,
+                       default=int(os.environ.get('NRL_BENCH_FAMILY_CYCLES',
+                                                  10)),
+                       help='cycles per bug and mode (default 10, or '
+                            '$NRL_BENCH_FAMILY_CYCLES; 0: none)')
+    group.add_argument('--family-block', type=int, default=5,
+                       help='cycles per block; the modes of a row run each '
+                            'block together (default 5)')
+    group.add_argument('--family', action='append',
+                       choices=list(family.BUGS), metavar='BUG',
+                       help='only this bug\'s row (repeat for more; '
+                            'default: all of %s)' % ', '.join(family.BUGS))
+    group.add_argument('--no-family-upstream', dest='family_upstream',
+                       action='store_false',
+                       help='no upstream column where upstream fixed the '
+                            'bug on Ussuri (1896463: Nova %s, a third '
+                            'environment made once)'
+                            % family.EVACUATE_FIX_NOVA)
+    group.add_argument('--family-upstream-python',
+                       help='python of an existing environment with Nova '
+                            '%s and this project' % family.EVACUATE_FIX_NOVA)
     args = parser.parse_args(argv)
+    if args.family_cycles < 0 or args.family_block < 1:
+        parser.error('--family-cycles must be at least 0, --family-block '
+                     'at least 1')
     if args.cycles < 0 or args.block < 1 or args.activation_runs < 0:
         parser.error('--cycles must be at least 0, --block at least 1')
     if args.periodic_runs < 0 or args.periodic_reverts < 0:
@@ -327,9 +427,9 @@ def parse_args(argv):
             args.periodic_node_instances < 1):
         parser.error('the periodic scenarios need at least one node and '
                      'one instance per node')
-    if not args.cycles and not args.periodic_runs:
-        parser.error('nothing to measure: --cycles and --periodic-runs '
-                     'are both 0')
+    if not args.cycles and not args.periodic_runs and not args.family_cycles:
+        parser.error('nothing to measure: --cycles, --periodic-runs and '
+                     '--family-cycles are all 0')
     return args
 
 
@@ -344,21 +444,66 @@ def run(args):
                    else 'the three mode processes run each block '
                         'together'),
     }
-    python = args.upstream_python
-    if not python:
-        venv_dir = args.venv_dir or os.path.join(
-            venvs.project_root(), '.tox',
-            'bench-nova-%s' % venvs.UPSTREAM_NOVA)
-        python = venvs.ensure(venv_dir)
-    pythons = {'plain': sys.executable, 'extension': sys.executable,
-               'upstream': python}
-
     activation = []
     if args.activation_runs:
         _log('timing activate() in %d fresh processes' %
              args.activation_runs)
         activation = _activation_runs(sys.executable, args.activation_runs)
 
+    records, samples, ready, periodic_data = {}, {}, {}, None
+    if args.cycles or args.periodic_runs:
+        records, samples, ready, periodic_data = _run_race(args,
+                                                           environment)
+    family_data = None
+    if args.family_cycles:
+        family_data = _run_family(args, _family_upstream_python(args))
+        environment['family'] = {k: family_data[k]
+                                 for k in ('wall_s', 'cpu_s')}
+    environment['load_end'] = _load()
+    return {'cycles': args.cycles, 'records': records, 'samples': samples,
+            'ready': ready, 'activation': activation,
+            'periodic': periodic_data, 'family': family_data,
+            'settings': {'block': args.block,
+                         'hammer_sleep': args.hammer_sleep,
+                         'probe_interval': args.probe_interval,
+                         'trigger': args.trigger,
+                         'serial': args.serial,
+                         'family_block': args.family_block},
+            'environment': environment}
+
+
+def _venv_dir(args, nova_version):
+    """Where the environment with ``nova_version`` is made.
+
+    Beside the upstream mode's (``--venv-dir``), one per Nova release.
+    """
+    default = os.path.join(venvs.project_root(), '.tox',
+                           'bench-nova-%s' % venvs.UPSTREAM_NOVA)
+    upstream = args.venv_dir or default
+    if nova_version == venvs.UPSTREAM_NOVA:
+        return upstream
+    return os.path.join(os.path.dirname(upstream),
+                        'bench-nova-%s' % nova_version)
+
+
+def _family_upstream_python(args):
+    """The python of the family's upstream column, or None for none."""
+    if not args.family_upstream or not any(
+            family.BUGS[bug]['upstream']
+            for bug in (args.family or family.BUGS)):
+        return None
+    if args.family_upstream_python:
+        return args.family_upstream_python
+    return venvs.ensure(_venv_dir(args, family.EVACUATE_FIX_NOVA),
+                        family.EVACUATE_FIX_NOVA)
+
+
+def _run_race(args, environment):
+    """The race cycles and the periodic task, in the three modes."""
+    python = args.upstream_python or venvs.ensure(
+        _venv_dir(args, venvs.UPSTREAM_NOVA))
+    pythons = {'plain': sys.executable, 'extension': sys.executable,
+               'upstream': python}
     procs = {}
     try:
         for mode in MODES:
@@ -390,16 +535,7 @@ def run(args):
     finally:
         for proc in procs.values():
             proc.close()
-    environment['load_end'] = _load()
-    return {'cycles': args.cycles, 'records': records, 'samples': samples,
-            'ready': ready, 'activation': activation,
-            'periodic': periodic_data,
-            'settings': {'block': args.block,
-                         'hammer_sleep': args.hammer_sleep,
-                         'probe_interval': args.probe_interval,
-                         'trigger': args.trigger,
-                         'serial': args.serial},
-            'environment': environment}
+    return records, samples, ready, periodic_data
 
 
 def _check_ready(ready):
@@ -435,6 +571,9 @@ def validity_problems(result):
                     '%s: %d periodic task runs left wrong books in %s '
                     'mode (a node failed, or counted its instances other '
                     'than once)' % (name, per_mode[mode], mode))
+    for bug, row in result['family'].items():
+        problems.extend('family %s (%s): %s' % (bug, row['mixin'], problem)
+                        for problem in row['problems'])
     return problems
 
 

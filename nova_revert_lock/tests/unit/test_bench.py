@@ -247,7 +247,8 @@ class DriverArgsTest(unittest.TestCase):
     def test_nothing_to_measure(self):
         with mock.patch('sys.stderr'):
             self.assertRaises(SystemExit, driver.parse_args,
-                              ['--cycles', '0', '--periodic-runs', '0'])
+                              ['--cycles', '0', '--periodic-runs', '0',
+                               '--family-cycles', '0'])
 
     def test_command_leaves_local_paths_out(self):
         with mock.patch.dict(os.environ, {'TOX_ENV_NAME': 'bench'}):
