@@ -23,14 +23,19 @@ activation composes the real manager, and carries the real activation
 report of the Nova installed here. In ``plain`` mode it is plain
 nova-compute: no status endpoint.
 
+``--host`` may be repeated: one process then stands for many computes,
+each with its own manager and its own RPC server (its own connection to
+the broker, as every nova-compute has), so that a fleet of hundreds fits
+on one machine (``tools/fleet_scale.py``).
+
 Usage::
 
     python -m nova_revert_lock.tests.integration.status_server \\
-        --url rabbit://... --host HOST --mode extension|plain \\
-        [--sections N] [--failed-sections N]
+        --url rabbit://... --host HOST [--host HOST...] \\
+        --mode extension|plain [--sections N] [--failed-sections N]
 
-Prints ``READY <host>`` once the server consumes; exits on SIGTERM, or
-when the process that started it goes away.
+Prints ``READY <host>`` for every host once all its servers consume;
+exits on SIGTERM, or when the process that started it goes away.
 """
 
 # NOTE: as nova-compute: eventlet is patched before anything else.
@@ -94,10 +99,27 @@ def run_sections(count, failed):
             pass
 
 
+def serve(transport, manager_cls, host):
+    """Start what ``Service.start()`` starts for ``host``; return it."""
+    manager = manager_cls(host)
+    endpoints = [manager, baserpc.BaseRPCAPI(manager.service_name, None)]
+    endpoints.extend(manager.additional_endpoints)
+    server = messaging.get_rpc_server(
+        transport, messaging.Target(topic=client.COMPUTE_TOPIC,
+                                    server=host),
+        endpoints, executor='eventlet',
+        serializer=nova_rpc.RequestContextSerializer(
+            objects_base.NovaObjectSerializer()),
+        access_policy=dispatcher.DefaultRPCAccessPolicy)
+    server.start()
+    return server
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser()
     parser.add_argument('--url', required=True)
-    parser.add_argument('--host', required=True)
+    parser.add_argument('--host', required=True, action='append',
+                        dest='hosts')
     parser.add_argument('--mode', choices=('extension', 'plain'),
                         required=True)
     parser.add_argument('--sections', type=int, default=0)
@@ -109,26 +131,21 @@ def main(argv=None):
     conf = cfg.ConfigOpts()
     conf([])
     transport = client.get_transport(conf, args.url)
-    manager = manager_class(args.mode)(args.host)
-    endpoints = [manager, baserpc.BaseRPCAPI(manager.service_name, None)]
-    endpoints.extend(manager.additional_endpoints)
-    server = messaging.get_rpc_server(
-        transport, messaging.Target(topic=client.COMPUTE_TOPIC,
-                                    server=args.host),
-        endpoints, executor='eventlet',
-        serializer=nova_rpc.RequestContextSerializer(
-            objects_base.NovaObjectSerializer()),
-        access_policy=dispatcher.DefaultRPCAccessPolicy)
-    server.start()
-    print('READY %s' % args.host, flush=True)
+    # NOTE: one class for all: activation.build() reads Nova's code.
+    cls = manager_class(args.mode)
+    servers = [serve(transport, cls, host) for host in args.hosts]
+    for host in args.hosts:
+        print('READY %s' % host, flush=True)
 
     stopping = []
     signal.signal(signal.SIGTERM, lambda *a: stopping.append(True))
     parent = os.getppid()
     while not stopping and os.getppid() == parent:
         eventlet.sleep(0.2)
-    server.stop()
-    server.wait()
+    for server in servers:
+        server.stop()
+    for server in servers:
+        server.wait()
     transport.cleanup()
     return 0
 

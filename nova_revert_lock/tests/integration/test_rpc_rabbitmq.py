@@ -80,17 +80,26 @@ class ComputeServers(object):
         self.url = url
         self.procs = {}
 
-    def start(self, host, mode, sections=0, failed=0):
-        self.procs[host] = subprocess.Popen(
-            [sys.executable, '-m',
-             'nova_revert_lock.tests.integration.status_server',
-             '--url', self.url, '--host', host, '--mode', mode,
-             '--sections', str(sections), '--failed-sections', str(failed)],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    def start(self, host, mode, sections=0, failed=0, more_hosts=()):
+        """Start a server process for ``host`` (and ``more_hosts``).
+
+        The process stands for every host it is given, one RPC server
+        each; it is known here by the last, whose READY line it prints
+        last.
+        """
+        hosts = [host] + list(more_hosts)
+        args = [sys.executable, '-m',
+                'nova_revert_lock.tests.integration.status_server',
+                '--url', self.url, '--mode', mode,
+                '--sections', str(sections), '--failed-sections', str(failed)]
+        for name in hosts:
+            args += ['--host', name]
+        self.procs[hosts[-1]] = subprocess.Popen(
+            args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             universal_newlines=True)
 
-    def wait_ready(self):
-        deadline = time.monotonic() + SERVER_START_TIMEOUT
+    def wait_ready(self, timeout=SERVER_START_TIMEOUT):
+        deadline = time.monotonic() + timeout
         for host, proc in self.procs.items():
             lines = []
             while True:
