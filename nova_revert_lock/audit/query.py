@@ -12,6 +12,7 @@
 
 """Ask the targets: in parallel, in bounded time, one row each."""
 
+import collections
 import logging
 import threading
 import time
@@ -20,8 +21,13 @@ from nova_revert_lock.audit import client
 from nova_revert_lock.audit import rows as audit_rows
 from nova_revert_lock.audit import targets as audit_targets
 
-#: hosts asked at the same time on one transport
-MAX_PARALLEL = 16
+#: hosts asked at the same time on one transport, by as many threads. A
+#: reply takes milliseconds, but a host that does not answer holds its
+#: thread for the whole timeout: the bound leaves room for dozens of
+#: silent hosts at once, so that they cost one timeout, not one each.
+MAX_PARALLEL = 64
+#: seconds the transport may take to close once every host answered
+CLEANUP_WAIT = 1.0
 #: grace, in seconds, on top of the reply timeout before a host still
 #: waiting on its transport is given up
 GRACE = 5.0
@@ -130,17 +136,53 @@ def _answer(api, target):
     return audit_rows.row_from_status(target, status)
 
 
-def _ask(api, target, answers, index, slots):
-    with slots:
+def _ask_each(api, work, answers):
+    """Ask the hosts of ``work``, (index, target) pairs, until none is left.
+
+    A fixed number of threads so asks a fleet of any size.
+    """
+    while True:
+        try:
+            index, target = work.popleft()
+        except IndexError:
+            return
         answers.deliver(index, _answer(api, target))
+
+
+def _close(transport):
+    try:
+        transport.cleanup()
+    except Exception:  # noqa: BLE001 - the rows are what counts
+        logging.getLogger(__name__).debug('closing the transport failed',
+                                          exc_info=True)
+
+
+def close_transport(transport, wait=None):
+    """Close ``transport``, waiting for it at most ``wait`` seconds.
+
+    oslo.messaging's reply waiter (12.1, Ussuri's, among others) looks
+    whether it should stop only between two waits for replies, and those
+    waits grow while no reply comes, up to the heartbeat interval (15 s
+    by default): after hosts that did not answer, closing can take
+    seconds for nothing. The command exits right after; what is not
+    closed by then goes with the process.
+
+    :param wait: seconds (default :data:`CLEANUP_WAIT`)
+    """
+    thread = threading.Thread(target=_close, args=(transport,),
+                              name='nrl-status-close')
+    # NOTE: a close still under way must not keep the command running.
+    thread.daemon = True
+    thread.start()
+    thread.join(CLEANUP_WAIT if wait is None else wait)
 
 
 def ask_hosts(conf, url, targets, timeout):
     """Ask every target on one transport; one row each, in order.
 
-    Bounded time: hosts are asked in parallel (:data:`MAX_PARALLEL` at a
-    time); a host still waiting on its transport after every round of
-    ``timeout`` (plus :data:`GRACE`) is reported unreachable.
+    Bounded time: hosts are asked in parallel, by :data:`MAX_PARALLEL`
+    threads at most; a host still waiting on its transport after every
+    round of ``timeout`` (plus :data:`GRACE`) is reported unreachable.
     """
     try:
         transport = audit_targets.make_transport(conf, url)
@@ -161,13 +203,13 @@ def ask_hosts(conf, url, targets, timeout):
     for name in MESSAGING_LOGGERS:
         logging.getLogger(name).addHandler(errors)
     answers = _Answers(len(targets))
-    slots = threading.BoundedSemaphore(MAX_PARALLEL)
+    work = collections.deque(enumerate(targets))
     threads = []
     try:
-        for i, target in enumerate(targets):
+        for i in range(min(MAX_PARALLEL, len(targets))):
             thread = threading.Thread(
-                target=_ask, args=(api, target, answers, i, slots),
-                name='nrl-status-%s' % target.host)
+                target=_ask_each, args=(api, work, answers),
+                name='nrl-status-%d' % i)
             # NOTE: a thread stuck in a driver that keeps retrying must
             # not keep the command from exiting.
             thread.daemon = True
@@ -189,7 +231,7 @@ def ask_hosts(conf, url, targets, timeout):
                 'no answer within %gs; the transport kept retrying: %s' % (
                     timeout, errors.last or 'no reason given')))
     if not stuck:
-        transport.cleanup()
+        close_transport(transport)
     return rows
 
 
