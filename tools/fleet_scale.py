@@ -108,8 +108,9 @@ def drain(procs):
 def run_audit(conf_file, timeout, out_path):
     """Run ``status --all --format json``; measure that process alone.
 
-    :returns: dict with ``exit_code``, ``seconds``, ``peak_rss_mb`` and
-        ``stderr`` (its last lines); the JSON is written to ``out_path``
+    :returns: dict with ``exit_code``, ``seconds``, ``cpu_seconds`` (user
+        and system), ``peak_rss_mb`` and ``stderr`` (its last lines); the
+        JSON is written to ``out_path``
     """
     args = rpc_tests.command() + ['status', '--config-file', conf_file,
                                   '--all', '--timeout', '%g' % timeout,
@@ -132,6 +133,7 @@ def run_audit(conf_file, timeout, out_path):
         err.seek(0)
         stderr = err.read()
     return {'exit_code': proc.returncode, 'seconds': round(seconds, 2),
+            'cpu_seconds': round(usage.ru_utime + usage.ru_stime, 2),
             # ru_maxrss is in KiB on Linux
             'peak_rss_mb': round(usage.ru_maxrss / 1024.0, 1),
             'stderr': stderr[-2000:]}
@@ -233,12 +235,13 @@ def measure(node, size, down, timeout=DEFAULT_TIMEOUT,
 
 
 def format_table(results):
-    lines = ['%6s  %5s  %6s  %8s  %12s  %-16s  %5s' % (
-        'HOSTS', 'DOWN', 'WALL S', 'PEAK MB', 'ROWS RIGHT', 'ANSWERED/SILENT',
-        'LOAD')]
+    lines = ['%6s  %5s  %6s  %5s  %8s  %10s  %-16s  %5s' % (
+        'HOSTS', 'DOWN', 'WALL S', 'CPU S', 'PEAK MB', 'ROWS RIGHT',
+        'ANSWERED/SILENT', 'LOAD')]
     for r in results:
-        lines.append('%6d  %5d  %6.1f  %8.1f  %12s  %-16s  %5.2f' % (
-            r['hosts'], r['down'], r['seconds'], r['peak_rss_mb'],
+        lines.append('%6d  %5d  %6.1f  %5.1f  %8.1f  %10s  %-16s  %5.2f' % (
+            r['hosts'], r['down'], r['seconds'], r['cpu_seconds'],
+            r['peak_rss_mb'],
             'yes' if r['rows_right'] else 'NO',
             '%d/%d %d/%d' % (r['up_right'], r['up'], r['down_right'],
                              r['down']), r['load']))
