@@ -21,6 +21,7 @@ import time
 import traceback
 
 from cloud_lib import cloud as cloud_mod
+from cloud_lib import lockholds
 from cloud_lib import logcheck
 from cloud_lib import procs
 from cloud_lib import tempest
@@ -78,6 +79,7 @@ def _venv_script(c, script, *args, **kw):
 def run_soak(c, state_dir, cycles, label=None):
     label = label or _mode(c)
     out = os.path.join(state_dir, 'soak-%s.json' % label)
+    since = time.time()
     rc = _venv_script(c, 'soak.py', '--cycles', str(cycles), '--out', out,
                       '--label', label)
     if rc != 0 or not os.path.exists(out):
@@ -85,6 +87,10 @@ def run_soak(c, state_dir, cycles, label=None):
     with open(out) as f:
         result = json.load(f)
     result['status'] = audit(c)[1]
+    result['lock_holds'] = lockholds.summarize(
+        c.computes(), c.lock_trace, since, time.time())
+    print('soak %s: the tracker lock\'s sections on the computes' % label)
+    print('\n'.join(lockholds.table(result['lock_holds'])))
     with open(out, 'w') as f:
         json.dump(result, f, indent=2, sort_keys=True)
     return result
@@ -125,7 +131,7 @@ def run_family(c, state_dir):
         try:
             _venv_script(c, 'family.py', 'evacuate', out)
         finally:
-            c.restart_compute(host, mode)
+            c.restart_compute(host, mode, computes[-1].get('nova'))
         _venv_script(c, 'family.py', 'evacuate-finish', out)
     results['evacuate'] = load(out)
     _note_mixins(results['evacuate'], before, c)
@@ -288,6 +294,38 @@ def print_holds(rows):
             r.get('host'), r.get('state') or '-',
             r.get('critical_sections'), r.get('max_lock_hold_ms'),
             (r.get('error') or '')[:60]))
+    lines = lockholds.extension_table(rows)
+    if lines:
+        print('\n'.join(lines))
+
+
+def soak_results(state_dir):
+    """{label: soak result} of a state dir and of its mixed run's copy."""
+    found = {}
+    base = state_dir.rstrip('/')
+    for d in (base + '-mixed', base):
+        for name in sorted(os.listdir(d)) if os.path.isdir(d) else ():
+            if name.startswith('soak-') and name.endswith('.json'):
+                with open(os.path.join(d, name)) as f:
+                    result = json.load(f)
+                if 'lock_holds' in result:
+                    found[result.get('label') or name[5:-5]] = result
+    return found
+
+
+def cmd_lock_holds(args):
+    """The soaks' lock holds; with --write-docs, onto the benchmark page."""
+    soaks = soak_results(args.state_dir)
+    if not soaks:
+        print('lock-holds: no soak with lock holds under %s (run tools/'
+              'cloud short first)' % args.state_dir)
+        return 1
+    text = lockholds.render(soaks)
+    print(text)
+    if args.write_docs:
+        lockholds.write_docs(cloud_mod.TOP, text)
+        print('lock-holds: wrote %s' % lockholds.DOC)
+    return 0
 
 
 def cmd_audit(args):
@@ -326,6 +364,119 @@ def cmd_rolling(args):
     print('rolling: %s restarted as %s in %.1fs'
           % (host, to, time.monotonic() - started))
     return _venv_script(c, 'rolling.py', 'finish', path)
+
+
+#: A cloud mid-upgrade: the release and mode of one compute, beside the
+#: services' release with the extension on the others, in the order of
+#: an upgrade. 20.6.1 is Train (never fixed upstream), one series behind
+#: the services, as computes are while a cloud upgrades; 21.1.2 carries
+#: upstream's fix for bug 1879878 and not the family's.
+PEERS = (('20.6.1', 'wrapper'), ('21.1.2', 'plain'))
+
+
+def run_peers(c, state_dir, cycles, pairs=PEERS):
+    """Soak a cloud whose last compute runs another Nova release.
+
+    The other computes keep the services' release with the extension, so
+    that each cycle moves a server between two releases (either way) or
+    between two wrapper computes; the books are judged after every
+    cycle as in the soak. The compute runs the services' release again
+    at the end (an upgrade only goes forward: Nova refuses to start a
+    compute older than the release it last ran, ServiceTooOld).
+
+    :returns: {'<release>-<mode>': soak summary, with the cycles that had
+        the peer as source and as destination}
+    """
+    computes = sorted(c.computes(), key=lambda h: h['host'])
+    peer = computes[-1]
+    results = {}
+    try:
+        for nova, mode in pairs:
+            label = 'peer-%s-%s' % (nova, mode)
+            now = [h for h in c.computes() if h['host'] == peer['host']]
+            if now and (now[0]['nova'], now[0]['mode']) != (nova, mode):
+                try:
+                    c.restart_compute(peer['host'], mode, nova)
+                except procs.StartError as e:
+                    results[label] = {'error': '%s: %s (a compute cannot '
+                                      'go back to an older release: start '
+                                      'the cloud with it, tools/cloud '
+                                      'peers --up)' % (e.name, e.reason)}
+                    continue
+            print('peers: %s runs Nova %s (%s); the others %s' % (
+                peer['host'], nova, mode, ', '.join(
+                    '%s (%s)' % (h['host'], h['mode'])
+                    for h in computes[:-1])))
+            soak = run_soak(c, state_dir, cycles, label)
+            if soak is None:
+                results[label] = None
+                continue
+            records = soak.pop('records', [])
+            soak['peer'] = {'host': peer['host'], 'nova': nova, 'mode': mode}
+            soak['peer_source'] = sum(1 for r in records
+                                      if r['source'] == peer['host'])
+            soak['peer_dest'] = sum(1 for r in records
+                                    if r.get('dest') == peer['host'])
+            results[label] = soak
+    finally:
+        c.restart_compute(peer['host'], peer['mode'])
+    return results
+
+
+def judge_peers(results):
+    problems = []
+    for label, soak in sorted(results.items()):
+        if soak is None:
+            problems.append('%s: the soak did not run to its end' % label)
+            continue
+        if 'error' in soak:
+            problems.append('%s: %s' % (label, soak['error']))
+            continue
+        print('%s: %d cycles, %d wrong; the peer was the source of %d and '
+              'the destination of %d' % (
+                  label, soak['cycles'], soak['wrong'], soak['peer_source'],
+                  soak['peer_dest']))
+        if soak['wrong']:
+            problems.append('%s: %d wrong cycles' % (label, soak['wrong']))
+        if not (soak['peer_source'] and soak['peer_dest']):
+            problems.append('%s: no cycle moved a server %s the peer' % (
+                label, 'from' if not soak['peer_source'] else 'to'))
+    return problems
+
+
+def cmd_peers(args):
+    pairs = PEERS
+    if args.nova:
+        pairs = [(args.nova, args.mode)]
+    if not args.up:
+        c = _up_cloud(args)
+        results = run_peers(c, args.state_dir, args.cycles, pairs)
+        _report(args, 'peers', results)
+        problems = judge_peers(results)
+    else:
+        # up, the pairs, the logs, down: what the cloud-peers env runs
+        c = cloud_mod.Cloud(args.state_dir)
+        if c.state and c.state.running():
+            sys.stderr.write('cloud: a cloud is up in %s; tools/cloud down '
+                             'first\n' % args.state_dir)
+            return 1
+        for nova, _mode_ in pairs:
+            c.ensure_peer_venv(nova)
+        # NOTE: the last compute starts on the first pair's release (the
+        # oldest): it could not go back to it once it ran the services'.
+        c.up('mixed', {cloud_mod.COMPUTES[-1][0]: pairs[0][0]})
+        try:
+            results = run_peers(c, args.state_dir, args.cycles, pairs)
+            _report(args, 'peers', results)
+            problems = judge_peers(results)
+            c.state = procs.State(args.state_dir)
+            if check_logs(c, args.state_dir) != 0:
+                problems.append('the logs')
+        finally:
+            c.down()
+    for p in problems:
+        print('peers: PROBLEM: %s' % p)
+    return 1 if problems else 0
 
 
 def cmd_check_logs(args):
@@ -483,6 +634,12 @@ def summarize(results):
                       s.get('late_judgements', '-'),
                       s['median_s'] or 0, s['p95_s'] or 0,
                       max(holds) if holds else '-'))
+            for mode, fs in sorted((s.get('lock_holds') or {}).items()):
+                x = fs.get(lockholds.PERIODIC)
+                if x:
+                    print('%-15s periodic task on %s computes: lock hold '
+                          'p50 %.2f ms, p99 %.2f ms (%d runs)' % (
+                              k, mode, x['p50'], x['p99'], x['n']))
     for k in sorted(results):
         if k.startswith('family_'):
             for step, rec in sorted(results[k].items()):
@@ -548,6 +705,25 @@ def add_parsers(sub):
     lg.add_argument('--stopped', action='store_true',
                     help='also when the cloud is down')
     lg.set_defaults(func=cmd_check_logs)
+    pe = sub.add_parser('peers', help='soak with one compute on another '
+                                      'Nova release (%s)' % ', '.join(
+                                          '%s %s' % p for p in PEERS))
+    pe.add_argument('--cycles', type=int, default=5,
+                    help='cycles of each kind per pair (default 5)')
+    pe.add_argument('--nova', help='one release only (of the series\' '
+                                   'peers)')
+    pe.add_argument('--mode', choices=('wrapper', 'plain'),
+                    default='wrapper', help='with --nova')
+    pe.add_argument('--up', action='store_true',
+                    help='bring a mixed cloud up first, judge the logs and '
+                         'take it down at the end')
+    pe.set_defaults(func=cmd_peers)
+    lh = sub.add_parser('lock-holds', help="the tracker lock's sections "
+                                           'during the last short/full '
+                                           'soaks, per compute mode')
+    lh.add_argument('--write-docs', action='store_true',
+                    help='put them on the benchmark page')
+    lh.set_defaults(func=cmd_lock_holds)
     for name, cycles, text in (
             ('short', 5, 'CI: both clouds, tempest, 5+5 soak cycles per '
                          'mode, audit, rolling switch, logs'),

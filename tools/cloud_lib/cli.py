@@ -99,7 +99,7 @@ def cmd_logs(args):
 def cmd_restart_compute(args):
     c = _cloud(args)
     try:
-        c.restart_compute(args.host, args.mode)
+        c.restart_compute(args.host, args.mode, args.nova)
     except procs.StartError as e:
         sys.stderr.write('cloud: %s: %s\n%s\n' % (e.name, e.reason,
                                                   procs.tail(e.log)))
@@ -143,6 +143,8 @@ def build_parser():
                         help='restart one compute as wrapper or plain')
     rc.add_argument('host')
     rc.add_argument('mode', choices=('wrapper', 'plain'))
+    rc.add_argument('--nova', help="run another Nova release (one of the "
+                                   "series' peers: a cloud mid-upgrade)")
     rc.set_defaults(func=cmd_restart_compute)
     from cloud_lib import checks
     checks.add_parsers(sub)

@@ -104,6 +104,24 @@ def say(msg):
     sys.stdout.flush()
 
 
+def _ensure_venv(venv, python, constraints, requirements, what):
+    """Create or update a virtualenv (a stamp of what it holds skips it)."""
+    stamp = os.path.join(venv, '.nrl-cloud-stamp')
+    constraints = os.path.join(TOP, 'constraints', constraints)
+    digest = hashlib.sha256(json.dumps(
+        [requirements, open(constraints).read()]).encode()).hexdigest()
+    if os.path.exists(stamp) and open(stamp).read() == digest:
+        return
+    if not os.path.exists(os.path.join(venv, 'bin', 'python')):
+        say('creating %s (Python %s)' % (venv, python))
+        subprocess.check_call([find_python(python), '-m', 'venv', venv])
+    say('installing %s into %s (a few minutes)' % (what, venv))
+    pip_install(os.path.join(venv, 'bin', 'python'), constraints,
+                requirements, what)
+    with open(stamp, 'w') as f:
+        f.write(digest)
+
+
 class Cloud(object):
 
     def __init__(self, state_dir, series='ussuri', venv=None,
@@ -166,41 +184,49 @@ class Cloud(object):
         return (self.info['services'] + self.info['clients'] +
                 ['-e', TOP])
 
-    def write_driver_alias(self):
+    @staticmethod
+    def write_driver_alias(venv):
         """Write the ``.pth`` that makes ``nova.virt.nrl_cloud`` ours.
 
         See ``cloud_lib.driver_alias``. Rewritten on every ``up``, so
         that it names this checkout's ``tools/``.
         """
-        found = glob.glob(os.path.join(self.venv, 'lib', 'python*',
+        found = glob.glob(os.path.join(venv, 'lib', 'python*',
                                        'site-packages'))
         if not found:
-            raise UpError('no site-packages in %s' % self.venv)
+            raise UpError('no site-packages in %s' % venv)
         with open(os.path.join(found[0], 'nrl-cloud-driver.pth'), 'w') as f:
             f.write('%s\nimport cloud_lib.driver_alias\n' % LIB)
 
     def ensure_venv(self):
         """Create or update the services' virtualenv (a stamp skips it)."""
-        stamp = os.path.join(self.venv, '.nrl-cloud-stamp')
-        constraints = os.path.join(TOP, 'constraints',
-                                   self.info['constraints'])
-        digest = hashlib.sha256(json.dumps(
-            [self.requirements(), open(constraints).read()]).encode()
-        ).hexdigest()
-        if os.path.exists(stamp) and open(stamp).read() == digest:
-            self.write_driver_alias()
-            return
-        py = find_python(self.info['python'])
-        if not os.path.exists(self.bin('python')):
-            say('creating %s (Python %s)' % (self.venv, self.info['python']))
-            subprocess.check_call([py, '-m', 'venv', self.venv])
-        say('installing the %s services into %s (a few minutes)'
-            % (self.series, self.venv))
-        pip_install(self.bin('python'), constraints, self.requirements(),
-                    'the %s services' % self.series)
-        with open(stamp, 'w') as f:
-            f.write(digest)
-        self.write_driver_alias()
+        _ensure_venv(self.venv, self.info['python'],
+                     self.info['constraints'], self.requirements(),
+                     'the %s services' % self.series)
+        self.write_driver_alias(self.venv)
+
+    # -- computes of another Nova release (a cloud mid-upgrade) ----------
+
+    def peer_venv(self, nova):
+        """The virtualenv of computes that run Nova ``nova``."""
+        if nova in (None, self.info['nova']):
+            return self.venv
+        if nova not in self.info.get('peers', {}):
+            raise UpError('no compute of Nova %s beside the %s services '
+                          '(known: %s)' % (nova, self.series, ', '.join(
+                              sorted(self.info.get('peers', {})))))
+        return os.path.join(TOP, '.tox', 'cloud-compute-nova-%s' % nova)
+
+    def ensure_peer_venv(self, nova):
+        """Nova ``nova`` and this project, for a compute of that release."""
+        venv = self.peer_venv(nova)
+        if venv != self.venv:
+            peer = self.info['peers'][nova]
+            _ensure_venv(venv, peer['python'], peer['constraints'],
+                         ['nova==%s' % nova, '-e', TOP],
+                         'Nova %s for a compute' % nova)
+            self.write_driver_alias(venv)
+        return venv
 
     # -- processes ------------------------------------------------------
 
@@ -486,10 +512,11 @@ class Cloud(object):
              path], env=env)
         return path
 
-    def check(self, host):
+    def check(self, host, nova=None):
         """``nova-revert-lock check`` on a compute's file; its state."""
         proc = subprocess.run(
-            [self.bin('nova-revert-lock'), 'check', '--config-file',
+            [os.path.join(self.peer_venv(nova), 'bin', 'nova-revert-lock'),
+             'check', '--config-file',
              self.compute_conf(host), '--format', 'json'],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120,
             universal_newlines=True)
@@ -506,25 +533,45 @@ class Cloud(object):
                                    self.log('check-%s' % host))
         return state
 
-    def start_compute(self, host, mode, log_suffix=''):
+    def start_compute(self, host, mode, log_suffix='', nova=None):
         name = 'nova-compute-%s' % host
         binary = ('nova-compute-revert-lock' if mode == 'wrapper'
                   else 'nova-compute')
-        argv = [self.bin(binary), '--config-file', self.compute_conf(host)]
+        venv_bin = os.path.join(self.peer_venv(nova), 'bin')
+        # NOTE: both modes through the same lock tracer (traced_compute):
+        # the soak reports what each section holds the tracker's lock for.
+        argv = [os.path.join(venv_bin, 'python'),
+                os.path.join(LIB, 'cloud_lib', 'traced_compute.py'),
+                self.lock_trace(host), os.path.join(venv_bin, binary),
+                '--config-file', self.compute_conf(host)]
         log = self.log(name + log_suffix)
         pid = procs.start(name, argv, log)
-        entry = {'name': name, 'pid': pid, 'argv0': argv[0], 'port': None,
-                 'log': log, 'start_id': procs.starttime(pid), 'host': host,
-                 'mode': mode}
+        entry = {'name': name, 'pid': pid, 'argv0': argv[3],
+                 'port': None, 'log': log,
+                 'start_id': procs.starttime(pid), 'host': host,
+                 'mode': mode, 'nova': nova or self.info['nova']}
         self.state.services.append(entry)
         self.state.save()
         return entry
 
+    def lock_trace(self, host):
+        """The file a compute's lock tracer appends its sections to."""
+        return os.path.join(self.state_dir, 'computes', host,
+                            'locktrace.jsonl')
+
     def computes(self):
-        return [{'host': s['host'], 'mode': s['mode']}
+        return [{'host': s['host'], 'mode': s['mode'],
+                 'nova': s.get('nova') or self.info['nova']}
                 for s in self.state.services if s.get('host')]
 
-    def up(self, mode='mixed'):
+    def up(self, mode='mixed', nova_of=None):
+        """Start the cloud.
+
+        :param nova_of: {host: Nova release} for computes that start on
+            another release than the services' (one of the series'
+            peers): a compute can start on an older release only if it
+            never ran a newer one (Nova refuses it: ServiceTooOld)
+        """
         if self.state and self.state.running():
             raise UpError('the cloud in %s is already up (%d processes); '
                           'tools/cloud down first' % (
@@ -546,7 +593,7 @@ class Cloud(object):
         self.state.save()
         started = time.monotonic()
         try:
-            self._up(mode)
+            self._up(mode, nova_of or {})
         except procs.StartError:
             self.down(quiet=True)
             raise
@@ -558,7 +605,7 @@ class Cloud(object):
         say('up in %.0fs: %s' % (self.state.data['up_seconds'],
                                  self.state_dir))
 
-    def _up(self, mode):
+    def _up(self, mode, nova_of):
         say('MariaDB on 127.0.0.1:%d' % self.ports['mariadb'])
         self._mariadb()
         say('RabbitMQ on 127.0.0.1:%d' % self.ports['rabbitmq'])
@@ -601,14 +648,24 @@ class Cloud(object):
         self._venv_python('glance', 'image')
         modes = [(h, m if mode == 'mixed' else mode) for h, m in COMPUTES]
         for host, mode in modes:
+            self.ensure_peer_venv(nova_of.get(host))
             self.write_compute_conf(host)
             if mode == 'wrapper':
-                say('nova-revert-lock check %s: %s' % (host, self.check(host)))
-        for host, mode in modes:
-            self.start_compute(host, mode)
-        self._wait_computes([h for h, _m in modes])
+                say('nova-revert-lock check %s: %s' % (
+                    host, self.check(host, nova_of.get(host))))
+        # NOTE: computes on another release first: Nova refuses a compute
+        # older than every compute already registered (ServiceTooOld), as
+        # in an upgrade, where the old computes were there first.
+        older = [(h, m) for h, m in modes if h in nova_of]
+        for group in (older, [hm for hm in modes if hm not in older]):
+            for host, mode in group:
+                self.start_compute(host, mode, nova=nova_of.get(host))
+            if group:
+                self._wait_computes([h for h, _m in group])
         self._venv_python('nova', 'flavors')
-        say('computes: %s' % ', '.join('%s (%s)' % hm for hm in modes))
+        say('computes: %s' % ', '.join(
+            '%s (%s%s)' % (h, m, ', Nova %s' % nova_of[h]
+                           if h in nova_of else '') for h, m in modes))
 
     def _wait_computes(self, hosts, timeout=180):
         deadline = time.monotonic() + timeout
@@ -630,7 +687,8 @@ class Cloud(object):
         procs.run([self.bin('nova-manage'), '--config-file',
                    self.conf('nova.conf'), 'cell_v2', 'discover_hosts'],
                   self.log('nova-setup'), name='discover_hosts')
-        self._venv_python('nova', 'wait-hypervisors', str(len(hosts)))
+        self._venv_python('nova', 'wait-hypervisors', str(len(
+            [s for s in self.state.services if s.get('host')])))
 
     def stop_compute(self, host):
         """Stop one compute by its pid; its log is kept for the check."""
@@ -642,15 +700,20 @@ class Cloud(object):
                 retired.append(s)
         self.state.save()
 
-    def restart_compute(self, host, mode):
-        """Stop one compute (if it runs); start it again as ``mode``."""
+    def restart_compute(self, host, mode, nova=None):
+        """Stop one compute (if it runs); start it again as ``mode``.
+
+        :param nova: the Nova release it runs from then on (one of the
+            series' ``peers``: a cloud mid-upgrade), or the services'
+        """
+        self.ensure_peer_venv(nova)
         self.stop_compute(host)
         retired = self.state.data['retired']
         if mode == 'wrapper':
-            self.check(host)
+            self.check(host, nova)
         # NOTE: a log per process, so that what the host logged as plain
         # and as wrapper can be judged apart.
-        entry = self.start_compute(host, mode, '-%d' % len(retired))
+        entry = self.start_compute(host, mode, '-%d' % len(retired), nova)
         # NOTE: up again when its RPC server answers: Nova starts it
         # after init_host, so from then on confirm and revert casts to
         # the host are consumed by the new process. The wrapper answers

@@ -167,6 +167,13 @@ def _nova_common(c, host, state):
     ]
 
 
+#: Compute RPC capped at what the oldest compute understands, as
+#: deployments set it for an upgrade (Nova's default is no cap): a cloud
+#: with a compute of the previous series (tools/cloud peers) talks to it
+#: at its version. With computes of one release the cap is that release's.
+UPGRADE_LEVELS = ('upgrade_levels', [('compute', 'auto')])
+
+
 def nova(c):
     """API, conductor, scheduler, nova-manage and the fleet audit."""
     state = os.path.join(c.state_dir, 'nova')
@@ -182,6 +189,7 @@ def nova(c):
             c.venv, 'etc', 'nova', 'api-paste.ini'))]),
         ('api_database', [('connection', c.db_url('nova_api'))]),
         ('database', [('connection', c.db_url('nova_cell1'))]),
+        UPGRADE_LEVELS,
         ('conductor', [('workers', '1')]),
         ('scheduler', [('workers', '1'),
                        ('discover_hosts_in_cells_interval', '-1')]),
@@ -191,6 +199,7 @@ def nova(c):
         ('glance', [('region_name', REGION)]),
         ('vnc', [('enabled', 'False')]),
         ('oslo_concurrency', [('lock_path', os.path.join(state, 'lock'))]),
+        UPGRADE_LEVELS,
     ])
 
 
@@ -213,6 +222,7 @@ def compute(c, host):
         ('glance', [('region_name', REGION)]),
         ('vnc', [('enabled', 'False')]),
         ('oslo_concurrency', [('lock_path', os.path.join(state, 'lock'))]),
+        UPGRADE_LEVELS,
     ])
 
 

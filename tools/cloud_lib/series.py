@@ -32,6 +32,13 @@ SERIES = {
         # (cloud_lib/fake_drivers.py; family.py's live-abort step).
         'compute_driver': 'nrl_cloud.NumaLiveMigrateDriver',
         'live_abort': True,
+        # NOTE: computes of other releases beside these services, as in a
+        # cloud mid-upgrade (tools/cloud peers): their own virtualenv,
+        # Nova and this project only.
+        'peers': {
+            '21.1.2': {'python': '3.8', 'constraints': 'ussuri.txt'},
+            '20.6.1': {'python': '3.6', 'constraints': 'train.txt'},
+        },
     },
     'epoxy': {
         'python': '3.11',

@@ -47,6 +47,7 @@ import sys
 import time
 
 from cloud_lib import bootstrap
+from cloud_lib import lockholds
 from cloud_lib import rest
 
 FLAVORS = {f[0]: {'vcpus': f[2], 'ram': f[3]} for f in bootstrap.FLAVORS}
@@ -283,14 +284,6 @@ class Soak(object):
             record['late'].append(entry)
 
 
-def percentile(values, p):
-    values = sorted(values)
-    if not values:
-        return None
-    k = max(0, min(len(values) - 1, int(round(p / 100.0 * len(values))) - 1))
-    return values[k]
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser()
     parser.add_argument('--cycles', type=int, default=10,
@@ -353,7 +346,7 @@ def main(argv=None):
         'settle_limit_s': args.settle,
         'errors': sum(1 for r in records if r['error']),
         'median_s': round(statistics.median(times), 2) if times else None,
-        'p95_s': percentile(times, 95),
+        'p95_s': lockholds.percentile(times, 95),
         'records': records,
     }
     with open(args.out, 'w') as f:
