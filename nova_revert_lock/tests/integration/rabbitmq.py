@@ -33,6 +33,7 @@ import socket
 import subprocess
 import tempfile
 import time
+import unittest
 import uuid
 
 import fixtures
@@ -53,6 +54,20 @@ class RabbitMQUnavailable(Exception):
 def required():
     """True when a missing RabbitMQ must fail the tests, not skip them."""
     return os.environ.get(REQUIRE_ENV, '') == '1'
+
+
+def skip_unless_available():
+    """Skip the test when RabbitMQ cannot run here; fail if it must.
+
+    :raises unittest.SkipTest: RabbitMQ is missing and not required
+    :raises RuntimeError: RabbitMQ is missing and ``REQUIRE_ENV`` is 1
+    """
+    try:
+        locate()
+    except RabbitMQUnavailable as e:
+        if required():
+            raise RuntimeError('%s=1 but %s' % (REQUIRE_ENV, e))
+        raise unittest.SkipTest(str(e))
 
 
 def free_port():

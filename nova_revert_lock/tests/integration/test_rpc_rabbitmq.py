@@ -172,12 +172,7 @@ class StatusOverRabbitMQTest(testtools.TestCase):
     @classmethod
     def setUpClass(cls):
         super(StatusOverRabbitMQTest, cls).setUpClass()
-        try:
-            rabbitmq.locate()
-        except rabbitmq.RabbitMQUnavailable as e:
-            if rabbitmq.required():
-                raise RuntimeError('%s=1 but %s' % (rabbitmq.REQUIRE_ENV, e))
-            raise unittest.SkipTest(str(e))
+        rabbitmq.skip_unless_available()
         cls.node = rabbitmq.RabbitMQNode()
         cls.node.setUp()
         cls.servers = ComputeServers(cls.node.url)

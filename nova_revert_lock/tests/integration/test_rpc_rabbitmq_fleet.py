@@ -20,7 +20,6 @@ shared. The module name puts it in the ``rpc`` and ``all-ussuri`` runs
 (``test_rpc_rabbitmq...``).
 """
 
-import unittest
 from unittest import mock
 
 import testtools
@@ -38,12 +37,7 @@ class FleetScaleTest(testtools.TestCase):
 
     def setUp(self):
         super(FleetScaleTest, self).setUp()
-        try:
-            rabbitmq.locate()
-        except rabbitmq.RabbitMQUnavailable as e:
-            if rabbitmq.required():
-                raise RuntimeError('%s=1 but %s' % (rabbitmq.REQUIRE_ENV, e))
-            raise unittest.SkipTest(str(e))
+        rabbitmq.skip_unless_available()
         self.node = self.useFixture(rabbitmq.RabbitMQNode())
 
     def test_rows_right_on_a_small_fleet(self):
