@@ -700,28 +700,27 @@ def docs_section(result, image):
     return '\n'.join(lines) + '\n'
 
 
-def periodic_docs_section(result):
-    """The generated periodic-task section of doc/source/benchmarks.rst."""
-    lines = [PERIODIC_DOC_BEGIN, '', 'Results: the periodic task',
-             '--------------------------', '']
+def _part_docs_section(result, begin, end, title, part):
+    """One part's generated section: its title, the run, its table."""
+    lines = [begin, '', title, '-' * len(title), '']
     lines.extend(_intro(result))
     lines.append('')
-    lines.extend(_code_block(table(result, (PERIODIC,))))
+    lines.extend(_code_block(table(result, (part,))))
     lines.append('')
-    lines.append(PERIODIC_DOC_END)
+    lines.append(end)
     return '\n'.join(lines) + '\n'
+
+
+def periodic_docs_section(result):
+    """The generated periodic-task section of doc/source/benchmarks.rst."""
+    return _part_docs_section(result, PERIODIC_DOC_BEGIN, PERIODIC_DOC_END,
+                              'Results: the periodic task', PERIODIC)
 
 
 def family_docs_section(result):
     """The generated family section of doc/source/benchmarks.rst."""
-    lines = [FAMILY_DOC_BEGIN, '', 'Results: the family',
-             '-------------------', '']
-    lines.extend(_intro(result))
-    lines.append('')
-    lines.extend(_code_block(table(result, (FAMILY,))))
-    lines.append('')
-    lines.append(FAMILY_DOC_END)
-    return '\n'.join(lines) + '\n'
+    return _part_docs_section(result, FAMILY_DOC_BEGIN, FAMILY_DOC_END,
+                              'Results: the family', FAMILY)
 
 
 def _replace(text, begin, end, section):

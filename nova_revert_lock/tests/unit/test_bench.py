@@ -293,16 +293,29 @@ class SummaryTest(unittest.TestCase):
         self.assertIn('the harness did not race', problems[0])
 
 
+def doc_page(case, text):
+    """A page holding ``text``, removed when ``case`` ends; its path."""
+    fd, path = tempfile.mkstemp(suffix='.rst')
+    os.close(fd)
+    case.addCleanup(os.remove, path)
+    with open(path, 'w') as f:
+        f.write(text)
+    return path
+
+
+def two_sections_page(case, begin, end):
+    """A page with the race results' markers and another part's."""
+    return doc_page(case, 'Title\n=====\n\n%s\nRACE\n%s\n\n%s\nSTALE\n%s\n'
+                          '\nAfter\n' % (report.DOC_BEGIN, report.DOC_END,
+                                         begin, end))
+
+
 class DocsTest(unittest.TestCase):
 
     def test_section_replaced_in_place(self):
         result = report.summarize(_run())
-        fd, path = tempfile.mkstemp(suffix='.rst')
-        os.close(fd)
-        self.addCleanup(os.remove, path)
-        with open(path, 'w') as f:
-            f.write('Title\n=====\n\n%s\nSTALE\n%s\n\nAfter\n' % (
-                report.DOC_BEGIN, report.DOC_END))
+        path = doc_page(self, 'Title\n=====\n\n%s\nSTALE\n%s\n\nAfter\n' % (
+            report.DOC_BEGIN, report.DOC_END))
         report.write_docs(path, result, 'images/x.png')
         report.write_docs(path, result, 'images/x.png')
         with open(path) as f:
@@ -314,15 +327,8 @@ class DocsTest(unittest.TestCase):
         self.assertTrue(text.rstrip().endswith('After'))
 
     def _doc(self):
-        fd, path = tempfile.mkstemp(suffix='.rst')
-        os.close(fd)
-        self.addCleanup(os.remove, path)
-        with open(path, 'w') as f:
-            f.write('Title\n=====\n\n%s\nRACE\n%s\n\n%s\nSTALE\n%s\n'
-                    '\nAfter\n' % (
-                        report.DOC_BEGIN, report.DOC_END,
-                        report.PERIODIC_DOC_BEGIN, report.PERIODIC_DOC_END))
-        return path
+        return two_sections_page(self, report.PERIODIC_DOC_BEGIN,
+                                 report.PERIODIC_DOC_END)
 
     def test_periodic_alone_keeps_the_race_section(self):
         run = _run()

@@ -16,12 +16,11 @@ No timing is asserted here: the rows report what they measured, and
 whether each row could have failed.
 """
 
-import os
-import tempfile
 import unittest
 from unittest import mock
 
 from nova_revert_lock import mixins
+from nova_revert_lock.tests.unit import test_bench
 from tools.bench import driver
 from tools.bench import family
 from tools.bench import report
@@ -202,14 +201,8 @@ class DocsTest(unittest.TestCase):
 
     def test_family_section_alone(self):
         result = report.summarize(_run())
-        fd, path = tempfile.mkstemp(suffix='.rst')
-        os.close(fd)
-        self.addCleanup(os.remove, path)
-        with open(path, 'w') as f:
-            f.write('Title\n=====\n\n%s\nRACE\n%s\n\n%s\nSTALE\n%s\n'
-                    '\nAfter\n' % (
-                        report.DOC_BEGIN, report.DOC_END,
-                        report.FAMILY_DOC_BEGIN, report.FAMILY_DOC_END))
+        path = test_bench.two_sections_page(self, report.FAMILY_DOC_BEGIN,
+                                            report.FAMILY_DOC_END)
         report.write_docs(path, result, 'images/x.png')
         report.write_docs(path, result, 'images/x.png')
         with open(path) as f:
