@@ -90,7 +90,7 @@ class TestUp(Base):
         c = cloud.Cloud(os.path.join(self.tmp, 'state'))
         started = []
 
-        def _up(mode):
+        def _up(mode, nova_of):
             started.append(c._start('sleeper', ['sleep', '60']))
             c._start('broken', ['bash', '-c', 'echo no config; exit 3'])
             procs.wait_for('broken', lambda: False,
@@ -110,7 +110,7 @@ class TestUp(Base):
     def test_second_up_says_already_up(self):
         c = cloud.Cloud(os.path.join(self.tmp, 'state'))
         c.ensure_venv = lambda: None
-        c._up = lambda mode: c._start('sleeper', ['sleep', '60'])
+        c._up = lambda mode, nova_of: c._start('sleeper', ['sleep', '60'])
         c.up()
         self.addCleanup(c.down, True)
         again = cloud.Cloud(os.path.join(self.tmp, 'state'))
