@@ -39,7 +39,8 @@ instances, before upstream's usage update). With the
 extension every placement leaves the source counting the instance exactly
 once (1 vCPU); the canary shows plain Nova counting it nowhere (0) when
 the flip lands before the migration list and the return after the
-instance list.
+instance list (the flip at the start with the return at every step, and
+the flip after the instance list with the return there).
 
 The same run also goes through :class:`SerializingIndirection`, which
 sends every remotable call through the RPC serialization a real
@@ -389,15 +390,28 @@ class SourceWindowFlipCanary(_FlipTestBase):
             self.skipTest('the installed Nova closes the source window')
         super(SourceWindowFlipCanary, self).setUp()
 
-    def test_flip_before_the_migration_list(self):
-        counted = {}
-        for flip_step in ('start', 'after-instances'):
-            for step, kind in self.placements(flip_step):
-                counted[(flip_step, step, kind)] = self.probe(
-                    flip_step, step, kind)
-        expected = dict(
-            (key, 1 if key[1] == 'start' else 0) for key in counted)
+    def _probe_map(self, placements):
+        return dict(((flip_step, step, kind),
+                     self.probe(flip_step, step, kind))
+                    for flip_step, step, kind in placements)
+
+    def test_flip_at_start(self):
+        # The flip before the run: the instance counted only where the
+        # return lands before the run too (the run sees it back on the
+        # source); nowhere wherever the return lands later.
+        counted = self._probe_map(('start', step, kind) for step, kind
+                                  in self.placements('start'))
+        expected = dict((key, 1 if key[1] == 'start' else 0)
+                        for key in counted)
         self.assertEqual(expected, counted)
+
+    def test_flip_after_the_instance_list(self):
+        # The flip after the instance list, before the migration list:
+        # nowhere, once for each kind of return. (The extension's test
+        # places the return at every later step too.)
+        counted = self._probe_map(('after-instances', 'after-instances',
+                                   kind) for kind in RETURNS)
+        self.assertEqual(dict((key, 0) for key in counted), counted)
 
     def test_datetime_filter_fails_through_the_conductor(self):
         # The look-up this package shipped first: a changes-since
