@@ -39,6 +39,13 @@ IMAGE_NAME = 'nrl-image'
 #: (id, name, vcpus, ram MB, disk GB): resizes go between the first two
 FLAVORS = (('nrl-1', 'nrl.small', 1, 256, 1),
            ('nrl-2', 'nrl.medium', 2, 512, 1))
+#: on libvirt computes: the same ids, pinned. A compute has two
+#: dedicated CPUs and each holds a server: an incoming resize has one
+#: free, so both flavors have one vCPU (the claim, the pinning and its
+#: release are the same for one CPU as for two).
+PINNED_FLAVORS = (('nrl-1', 'nrl.pinned.small', 1, 128, 1),
+                  ('nrl-2', 'nrl.pinned.medium', 1, 192, 1))
+PINNED = {'hw:cpu_policy': 'dedicated'}
 
 
 def _one(items, name):
@@ -110,14 +117,19 @@ def image():
     print(img['id'])
 
 
-def flavors():
+def flavors(hypervisor='fake'):
     c = rest.Clients(rest.env_clouds_yaml())
     have = {f['id'] for f in c.compute.get('/flavors').json()['flavors']}
-    for fid, name, vcpus, ram, disk in FLAVORS:
+    pinned = hypervisor == 'libvirt'
+    for fid, name, vcpus, ram, disk in (PINNED_FLAVORS if pinned
+                                        else FLAVORS):
         if fid not in have:
             c.compute.post('/flavors', json={'flavor': {
                 'id': fid, 'name': name, 'vcpus': vcpus, 'ram': ram,
                 'disk': disk}})
+            if pinned:
+                c.compute.post('/flavors/%s/os-extra_specs' % fid,
+                               json={'extra_specs': PINNED})
 
 
 def wait_hypervisors(count, timeout=120):
@@ -144,7 +156,7 @@ def main(argv):
     elif step == 'image':
         image()
     elif step == 'flavors':
-        flavors()
+        flavors(*argv[1:2])
     elif step == 'wait-hypervisors':
         wait_hypervisors(int(argv[1]))
     else:

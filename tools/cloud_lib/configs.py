@@ -203,10 +203,16 @@ def nova(c):
     ])
 
 
+#: the host CPUs a libvirt compute gives pinned guests: the machine's
+#: two (each compute's libvirtd reports the same ones; the books are per
+#: compute node)
+DEDICATED_CPUS = '0-1'
+
+
 def compute(c, host):
     """A compute's own file: no database (it goes through the conductor)."""
     state = os.path.join(c.state_dir, 'computes', host)
-    return _ini([
+    sections = [
         ('DEFAULT', _nova_common(c, host, state) + [
             ('compute_driver', c.info['compute_driver']),
             ('instances_path', os.path.join(state, 'instances')),
@@ -223,7 +229,44 @@ def compute(c, host):
         ('vnc', [('enabled', 'False')]),
         ('oslo_concurrency', [('lock_path', os.path.join(state, 'lock'))]),
         UPGRADE_LEVELS,
-    ])
+    ]
+    if getattr(c, 'hypervisor', 'fake') == 'libvirt':
+        sections = libvirt_compute(c, host, sections)
+    return _ini(sections)
+
+
+def libvirt_compute(c, host, sections):
+    """A libvirt compute: its own libvirtd, QEMU, dedicated CPUs."""
+    from cloud_lib import hypervisor
+    sections = dict(sections)
+    default = dict(sections['DEFAULT'])
+    default.update({
+        'compute_driver': 'libvirt.LibvirtDriver',
+        # NOTE: one instances path for every compute, and one my_ip:
+        # the driver takes the storage for shared and resizes without
+        # ssh (the destination's address is its own).
+        'instances_path': os.path.join(c.state_dir, 'instances'),
+        # NOTE: on shared storage one compute's image cache manager
+        # would remove the base images of another's guests.
+        'image_cache_manager_interval': '-1',
+        # NOTE: the guests have no operating system to answer ACPI: a
+        # clean shutdown (a resize powers the guest off) would wait the
+        # default 60 s for nothing.
+        'shutdown_timeout': '0',
+    })
+    sections['DEFAULT'] = sorted(default.items())
+    sections['libvirt'] = [
+        ('virt_type', 'qemu'),
+        ('connection_uri', hypervisor.uri(c.state_dir, host)),
+        # NOTE: TCG runs host-model too; no CPU of its own to match
+        ('cpu_mode', 'host-model'),
+    ]
+    sections['compute'] = [('cpu_dedicated_set', DEDICATED_CPUS)]
+    # NOTE: root already: the privileged helper without sudo and
+    # rootwrap (the driver's file and mount steps run through it).
+    sections['nova_sys_admin'] = [('helper_command', os.path.join(
+        c.venv, 'bin', 'privsep-helper'))]
+    return list(sections.items())
 
 
 def clouds_yaml(c):

@@ -18,9 +18,15 @@ ERROR lines than the plain compute did. The status audit's probes make
 a plain compute log ERROR tracebacks of its own (``UnsupportedVersion``,
 see the audit's documentation); they are counted apart, so that they
 cannot make room for a wrapper's errors.
+
+Nova's pinning errors (``CPUUnpinningInvalid``, ``CPUPinningInvalid``:
+the symptoms of a double free on a host with dedicated CPUs) are
+counted per compute and fail a compute that ran the wrapper.
 """
 
 import re
+
+from cloud_lib import pinning
 
 OURS = re.compile(r' (ERROR|CRITICAL) nova_revert_lock[.\s]')
 #: date, time, pid, level, logger
@@ -67,10 +73,12 @@ def check(services):
         if ours:
             report['ours'][s['log']] = ours
         if s.get('host'):
+            symptoms = pinning.count_symptoms(s['log'])
             report['computes'].append({
                 'host': s['host'], 'mode': s['mode'], 'log': s['log'],
                 'errors': total, 'probe_errors': probe,
-                'other_errors': total - probe})
+                'other_errors': total - probe,
+                'pinning_errors': symptoms})
     problems = []
     for log, lines in sorted(report['ours'].items()):
         problems.append('%s: %d ERROR/CRITICAL lines from nova_revert_lock, '
@@ -86,5 +94,13 @@ def check(services):
                     '%s (%s) ran the wrapper and logged %d ERROR lines, the '
                     'plain compute %d' % (v['host'], v['log'],
                                           v['other_errors'], ceiling))
+    for v in report['computes']:
+        if v['mode'] == 'wrapper' and any(v['pinning_errors'].values()):
+            problems.append('%s (%s) ran the wrapper and logged Nova\'s '
+                            'pinning errors: %s' % (
+                                v['host'], v['log'], ', '.join(
+                                    '%s %d lines' % kv for kv in sorted(
+                                        v['pinning_errors'].items())
+                                    if kv[1])))
     report['problems'] = problems
     return not problems, report

@@ -46,8 +46,11 @@ import statistics
 import sys
 import time
 
+from keystoneauth1 import exceptions as ks_exc
+
 from cloud_lib import bootstrap
 from cloud_lib import lockholds
+from cloud_lib import pinning
 from cloud_lib import rest
 
 FLAVORS = {f[0]: {'vcpus': f[2], 'ram': f[3]} for f in bootstrap.FLAVORS}
@@ -76,10 +79,18 @@ class CycleError(Exception):
 
 class Soak(object):
 
-    def __init__(self, clients, image, settle=SETTLE):
+    def __init__(self, clients, image, settle=SETTLE, pins=None):
         self.c = clients
         self.image = image
         self.settle_s = settle
+        #: on libvirt computes, the pinned CPUs' books (pinning.Reader)
+        self.pins = pins
+        # NOTE: the sizes as the cloud made them (pinned ones on libvirt)
+        self.flavors = {}
+        for fid in FLAVORS:
+            f = self.c.compute.get('/flavors/%s' % fid).json()['flavor']
+            self.flavors[fid] = {'vcpus': f['vcpus'], 'ram': f['ram'],
+                                 'name': f['name']}
 
     # -- reading ----------------------------------------------------------
 
@@ -102,7 +113,9 @@ class Soak(object):
         for name, uuid in self.providers().items():
             u = self.c.placement.get('/resource_providers/%s/usages'
                                      % uuid).json()['usages']
-            out[name] = (u.get('VCPU', 0), u.get('MEMORY_MB', 0))
+            # NOTE: a pinned server's vCPUs are PCPU
+            out[name] = (u.get('VCPU', 0) + u.get('PCPU', 0),
+                         u.get('MEMORY_MB', 0))
         return out
 
     def servers(self):
@@ -204,16 +217,26 @@ class Soak(object):
 
     # -- one cycle ----------------------------------------------------------
 
+    def act(self, sid, body):
+        """A server action; refused (a server in ERROR): CycleError."""
+        try:
+            self.c.compute.post('/servers/%s/action' % sid, json=body)
+        except ks_exc.HttpError as e:
+            raise CycleError('%s of %s refused: HTTP %s %s' % (
+                ', '.join(body), sid, e.http_status, e.details or e))
+
     def cycle(self, sid, kind):
         before = self.server(sid)
         src = before['OS-EXT-SRV-ATTR:host']
         old = before['flavor']['original_name']
-        old_id = 'nrl-1' if old == 'nrl.small' else 'nrl-2'
+        old_id = ('nrl-1' if old == self.flavors['nrl-1']['name']
+                  else 'nrl-2')
         new_id = 'nrl-2' if old_id == 'nrl-1' else 'nrl-1'
         base = self.base(sid)
         record = {'kind': kind, 'server': sid, 'source': src,
                   'old': old_id, 'new': new_id, 'under': [],
-                  'neither': 0, 'stable': [], 'late': [], 'error': None}
+                  'neither': 0, 'stable': [], 'late': [], 'error': None,
+                  'pinning': [], 'shared': []}
         dest = {}
 
         def watch(hyp=None):
@@ -226,21 +249,19 @@ class Soak(object):
 
         started = time.monotonic()
         try:
-            self.c.compute.post('/servers/%s/action' % sid,
-                                json={'resize': {'flavorRef': new_id}})
+            self.act(sid, {'resize': {'flavorRef': new_id}})
             s = self.wait(sid, 'VERIFY_RESIZE', watch)
             dst = s['OS-EXT-SRV-ATTR:host']
             dest['host'] = dst
             record['dest'] = dst
-            o, n = FLAVORS[old_id], FLAVORS[new_id]
+            o, n = self.flavors[old_id], self.flavors[new_id]
             expected = {src: (base[src][0] + o['vcpus'],
                               base[src][1] + o['ram']),
                         dst: (base[dst][0] + n['vcpus'],
                               base[dst][1] + n['ram'])}
             self._judge(record, 'verify_resize', expected, watch)
             action = 'confirmResize' if kind == 'confirm' else 'revertResize'
-            self.c.compute.post('/servers/%s/action' % sid,
-                                json={action: None})
+            self.act(sid, {action: None})
             self.wait(sid, 'ACTIVE', watch)
             self.wait_migration(sid, 'confirmed' if kind == 'confirm'
                                 else 'reverted')
@@ -258,11 +279,40 @@ class Soak(object):
             record['error'] = str(e)
         record['seconds'] = round(time.monotonic() - started, 3)
         record['wrong'] = bool(record['under'] or record['stable'] or
-                               record['error'])
+                               record['error'] or record['pinning'] or
+                               record['shared'])
         return record
+
+    def judge_pins(self, record, point):
+        """The pinned CPUs' books against the guests, once settled.
+
+        The books must equal the defined guests' CPUs within the time
+        the usage books get; a CPU shared by two running guests is wrong
+        at any reading.
+        """
+        started = time.monotonic()
+        while True:
+            try:
+                reading = self.pins.reading()
+            except Exception as e:  # noqa: BLE001 - judged, not raised
+                record['pinning'].append({'at': point, 'error': str(e)})
+                return
+            books, shared = pinning.judge(reading)
+            for p in shared:
+                if p not in [x['problem'] for x in record['shared']]:
+                    record['shared'].append({'at': point, 'problem': p})
+            if not books:
+                return
+            if time.monotonic() - started > self.settle_s:
+                record['pinning'].append({'at': point, 'problems': books,
+                                          'reading': reading})
+                return
+            time.sleep(0.5)
 
     def _judge(self, record, point, expected, watch=None):
         ok, took, hyp0, plc0, hyp, plc = self.settle(expected, watch)
+        if self.pins is not None:
+            self.judge_pins(record, point)
 
         def books(hyp, plc):
             return {'hypervisors': {h: list(hyp.get(h, ()))
@@ -298,7 +348,8 @@ def main(argv=None):
     clients = rest.Clients(rest.env_clouds_yaml())
     images = clients.image.get('/v2/images', params={
         'name': bootstrap.IMAGE_NAME}).json()['images']
-    soak = Soak(clients, images[0]['id'], settle=args.settle)
+    soak = Soak(clients, images[0]['id'], settle=args.settle,
+                pins=pinning.Reader.from_env())
     # NOTE: the books of every cycle are computed from the servers that
     # stay put; a server mid-move elsewhere would make them wrong.
     busy = [s['id'] for s in soak.servers()
@@ -309,18 +360,32 @@ def main(argv=None):
     sids = [soak.boot('nrl-soak-%d' % i, hosts[i % len(hosts)])
             for i in range(args.servers)]
     records = []
+    stopped = None
     try:
         for sid in sids:
             soak.wait(sid, 'ACTIVE')
         for i in range(2 * args.cycles):
             kind = 'confirm' if i % 2 == 0 else 'revert'
-            rec = soak.cycle(sids[i % len(sids)], kind)
+            # NOTE: a server the race put in ERROR (plain Nova on pinned
+            # hosts) cannot move again: the cycle goes to the next one.
+            usable = [sid for sid in sids
+                      if soak.server(sid)['status'] != 'ERROR']
+            if not usable:
+                stopped = 'every server is in ERROR'
+                break
+            sid = sids[i % len(sids)]
+            if sid not in usable:
+                sid = usable[i % len(usable)]
+            rec = soak.cycle(sid, kind)
             records.append(rec)
             sys.stdout.write('cycle %3d %-7s %s -> %s %5.1fs %s\n' % (
                 i + 1, kind, rec['source'], rec.get('dest'), rec['seconds'],
                 'WRONG' if rec['wrong'] else 'ok'))
             sys.stdout.flush()
     finally:
+        # NOTE: read before the clean-up deletes them
+        in_error = sorted(s['id'] for s in soak.servers()
+                          if s['id'] in sids and s['status'] == 'ERROR')
         for sid in sids:
             try:
                 clients.compute.delete('/servers/%s' % sid)
@@ -345,12 +410,21 @@ def main(argv=None):
                              for j in r['late'] + r['stable']] or [0]),
         'settle_limit_s': args.settle,
         'errors': sum(1 for r in records if r['error']),
+        'servers_in_error': in_error,
+        'stopped': stopped,
+        'hypervisor': 'libvirt' if soak.pins is not None else 'fake',
+        'pinning_wrong': sum(1 for r in records if r['pinning']),
+        'shared_cpu_cycles': sum(1 for r in records if r['shared']),
         'median_s': round(statistics.median(times), 2) if times else None,
         'p95_s': lockholds.percentile(times, 95),
         'records': records,
     }
     with open(args.out, 'w') as f:
         json.dump(summary, f, indent=2, sort_keys=True)
+    if stopped or in_error:
+        print('soak %s: %d servers in ERROR%s' % (
+            args.label, len(in_error), '; stopped early: %s' % stopped
+            if stopped else ''))
     print('soak %s: %d cycles, %d wrong (confirm %d, revert %d), %d with '
           'the revert window seen, %d judgements settled late (at most '
           '%.1fs), median %.2fs, p95 %.2fs' % (
