@@ -35,7 +35,9 @@ sys.path.insert(0, path('tools'))
 from cloud_lib import checks  # noqa: E402
 from cloud_lib import cloud  # noqa: E402
 from cloud_lib import configs  # noqa: E402
+from cloud_lib import hypervisor  # noqa: E402
 from cloud_lib import logcheck  # noqa: E402
+from cloud_lib import pinning  # noqa: E402
 from cloud_lib import procs  # noqa: E402
 from cloud_lib import tempest  # noqa: E402
 
@@ -60,6 +62,26 @@ class TestProcesses(Base):
         self.assertTrue(procs.stop(pid, start_id, timeout=10))
         self.assertFalse(procs.alive(pid, start_id))
         self.assertEqual([], procs.group_members(pid))
+
+    def test_stop_all_at_once(self):
+        entries = []
+        for i, script in enumerate((
+                'sleep 60 & sleep 60',
+                'sleep 60 & sleep 60',
+                # one that shuts down slowly: past the timeout, SIGKILL
+                'trap "" TERM; sleep 60 & sleep 60')):
+            pid = procs.start('x%d' % i, ['bash', '-c', script],
+                              os.path.join(self.tmp, 'x%d.log' % i))
+            entries.append({'pid': pid, 'start_id': procs.starttime(pid)})
+        time.sleep(0.3)
+        # one already gone: counted as stopped only if something was left
+        gone = procs.start('y', ['true'], os.path.join(self.tmp, 'y.log'))
+        entries.append({'pid': gone, 'start_id': procs.starttime(gone)})
+        time.sleep(0.3)
+        self.assertEqual(3, procs.stop_all(entries, timeout=2))
+        for e in entries:
+            self.assertFalse(procs.alive(e['pid'], e['start_id']))
+            self.assertEqual([], procs.group_members(e['pid']))
 
     def test_a_reused_pid_is_left_alone(self):
         pid = procs.start('x', ['sleep', '60'], os.path.join(self.tmp, 'l'))
@@ -107,6 +129,21 @@ class TestUp(Base):
         self.assertFalse(procs.alive(started[0]['pid'],
                                      started[0]['start_id']))
 
+    def test_libvirt_missing_is_named_before_anything_starts(self):
+        c = cloud.Cloud(os.path.join(self.tmp, 'state'))
+        c.ensure_venv = lambda: self.fail('nothing is installed first')
+        saved = hypervisor.missing
+        hypervisor.missing = lambda: ['libvirtd', 'virsh']
+        self.addCleanup(setattr, hypervisor, 'missing', saved)
+        with self.assertRaises(cloud.UpError) as ctx:
+            c.up(hypervisor='libvirt')
+        self.assertIn('needs libvirtd, virsh', str(ctx.exception))
+        self.assertIn('libvirt-daemon-system', str(ctx.exception))
+        with self.assertRaises(cloud.UpError) as ctx:
+            c.up(hypervisor='xen')
+        self.assertIn('no hypervisor xen', str(ctx.exception))
+        self.assertFalse(os.path.exists(c.state_dir))
+
     def test_second_up_says_already_up(self):
         c = cloud.Cloud(os.path.join(self.tmp, 'state'))
         c.ensure_venv = lambda: None
@@ -150,6 +187,21 @@ class TestComputeConfiguration(Base):
         text = configs.compute(c, 'h1')
         self.assertIn('compute_driver = fake.FakeDriverWithoutFakeNodes',
                       text)
+
+    def test_libvirt_computes(self):
+        self.c.hypervisor = 'libvirt'
+        text = configs.compute(self.c, 'h1')
+        self.assertIn('compute_driver = libvirt.LibvirtDriver', text)
+        self.assertIn('[libvirt]\nvirt_type = qemu\nconnection_uri = '
+                      'qemu+unix:///system?socket=%s\n' % os.path.join(
+                          self.c.state_dir, 'computes', 'h1', 'libvirt',
+                          'run', 'libvirt-sock'), text)
+        self.assertIn('[compute]\ncpu_dedicated_set = 0-1\n', text)
+        # one instances path for all: resizes need no ssh
+        self.assertIn('instances_path = %s\n' % os.path.join(
+            self.c.state_dir, 'instances'), text)
+        self.assertIn('helper_command = ', text)
+        self.assertNotIn('nrl_cloud', text)
 
     def test_status_finds_the_cells_from_nova_conf(self):
         text = configs.nova(self.c)
@@ -241,6 +293,58 @@ class TestLogCheck(Base):
         self.assertFalse(ok)
         self.assertIn('ran the wrapper and logged 2', report['problems'][0])
         ok, report = logcheck.check(self.services([err], PROBE + [err]))
+        self.assertTrue(ok, report)
+
+
+class TestPinning(Base):
+
+    XML = """<domain type='qemu'><name>instance-00000001</name>
+      <cputune><vcpupin vcpu='0' cpuset='1'/><vcpupin vcpu='1' cpuset='0'/>
+      <emulatorpin cpuset='0-1'/></cputune></domain>"""
+
+    def test_readings(self):
+        self.assertEqual({0, 1, 2, 5}, pinning.parse_cpuset('0-2,5'))
+        self.assertEqual(set(), pinning.parse_cpuset(''))
+        self.assertEqual({0, 1}, pinning.domain_pins(self.XML))
+        self.assertEqual(set(), pinning.domain_pins('<domain/>'))
+        topo = ('{"nova_object.name": "NUMATopology", "nova_object.data": '
+                '{"cells": [{"nova_object.data": {"id": 0, "pinned_cpus": '
+                '[1]}}, {"nova_object.data": {"id": 1, "pinned_cpus": '
+                '[]}}]}}')
+        self.assertEqual({1}, pinning.books_pins(topo))
+        self.assertEqual(set(), pinning.books_pins(None))
+
+    def test_judge(self):
+        def guest(running, cpus):
+            return {'running': running, 'cpus': cpus}
+
+        right = {'h1': {'books': [0, 1], 'guests': {
+            'a': guest(True, [0]), 'b': guest(False, [1])}}}
+        self.assertEqual(([], []), pinning.judge(right))
+        # a double free: the books lost a CPU a guest runs on, and the
+        # next pinning there put a second guest on it
+        wrong = {'h1': {'books': [1], 'guests': {
+            'a': guest(True, [0]), 'c': guest(True, [0])}}}
+        books, shared = pinning.judge(wrong)
+        self.assertEqual(['h1: the books pin CPUs [1], its guests [0]'],
+                         books)
+        self.assertEqual(['h1: CPU 0 pinned by running a and c'], shared)
+
+    def test_log_symptoms(self):
+        log = os.path.join(self.tmp, 'c.log')
+        with open(log, 'w') as f:
+            f.write('2026-12-01 13:00:00.000 1 ERROR nova.compute.manager '
+                    '[-] CPUUnpinningInvalid: CPU set to unpin [1] must be '
+                    'a subset of pinned CPU set []\n')
+        self.assertEqual({'CPUUnpinningInvalid': 1, 'CPUPinningInvalid': 0},
+                         pinning.count_symptoms(log))
+        ok, report = logcheck.check([{'name': 'w', 'host': 'h1',
+                                      'mode': 'wrapper', 'log': log}])
+        self.assertFalse(ok)
+        self.assertIn("logged Nova's pinning errors: CPUUnpinningInvalid 1 "
+                      'lines', report['problems'][0])
+        ok, report = logcheck.check([{'name': 'p', 'host': 'h1',
+                                      'mode': 'plain', 'log': log}])
         self.assertTrue(ok, report)
 
 

@@ -300,16 +300,15 @@ def print_holds(rows):
 
 
 def soak_results(state_dir):
-    """{label: soak result} of a state dir and of its mixed run's copy."""
+    """{label: soak result} of a state dir (both modes' soaks)."""
     found = {}
-    base = state_dir.rstrip('/')
-    for d in (base + '-mixed', base):
-        for name in sorted(os.listdir(d)) if os.path.isdir(d) else ():
-            if name.startswith('soak-') and name.endswith('.json'):
-                with open(os.path.join(d, name)) as f:
-                    result = json.load(f)
-                if 'lock_holds' in result:
-                    found[result.get('label') or name[5:-5]] = result
+    d = state_dir.rstrip('/')
+    for name in sorted(os.listdir(d)) if os.path.isdir(d) else ():
+        if name.startswith('soak-') and name.endswith('.json'):
+            with open(os.path.join(d, name)) as f:
+                result = json.load(f)
+            if 'lock_holds' in result:
+                found[result.get('label') or name[5:-5]] = result
     return found
 
 
@@ -485,16 +484,21 @@ def cmd_check_logs(args):
     return check_logs(c, args.state_dir)
 
 
-def check_logs(c, state_dir):
-    retired = c.state.data.get('retired', [])
-    services = list(c.state.services) + list(retired)
+def check_logs(c, state_dir, retired=True):
+    """Judge the logs of what runs (and of what ran, with ``retired``)."""
+    services = list(c.state.services)
+    if retired:
+        services += list(c.state.data.get('retired', []))
     ok, report = logcheck.check(services)
     path = os.path.join(state_dir, 'logcheck-%s.json' % _mode(c))
     with open(path, 'w') as f:
         json.dump(report, f, indent=2, sort_keys=True)
     for v in report['computes']:
-        print('logs: %-14s %-7s ERROR lines %d (status probes %d)' % (
-            v['host'], v['mode'], v['errors'], v['probe_errors']))
+        pins = ', '.join('%s %d' % kv for kv in sorted(
+            v['pinning_errors'].items()) if kv[1])
+        print('logs: %-14s %-7s ERROR lines %d (status probes %d)%s' % (
+            v['host'], v['mode'], v['errors'], v['probe_errors'],
+            '; pinning errors: %s' % pins if pins else ''))
     for p in report['problems']:
         print('logs: PROBLEM: %s' % p)
     print('logs: %s' % ('clean' if ok else 'FAILED'))
@@ -512,40 +516,65 @@ def _step(results, name, func, *args):
     return value
 
 
-def sequence(state_dir, series, cycles, tempest_concurrency=2):
-    """The whole check, on a mixed cloud then on an all-plain one.
+def sequence(state_dir, series, cycles, tempest_concurrency=2,
+             baseline='on-failure', hypervisor='fake'):
+    """The whole check, on one cloud: its computes mixed, then all plain.
 
     mixed: up, tempest, audit (three rows, one plain), the rolling switch
     (the plain compute becomes a wrapper one: then all three are), the
-    soak on all-wrapper computes, the logs, down. plain: up --plain,
-    tempest, the soak, the logs, down.
+    soak on all-wrapper computes, the family's moves, the logs. plain:
+    the three computes restarted without the extension (new processes,
+    new logs), the soak, the logs, down.
 
+    :param baseline: ``always``: tempest and the family's moves on the
+        plain computes too; ``on-failure``: only if they failed with the
+        extension, where plain Nova's result says whether the cloud or
+        the extension failed them (they pass on plain Nova, nothing of
+        the extension is judged by them)
+    :param hypervisor: ``libvirt``: the computes on libvirt and QEMU,
+        pinned servers; tempest and the family's moves do not run there
+        yet (``results['not_run']`` says so)
     :returns: (exit code, results)
     """
-    results = {'seconds': {}, 'problems': []}
+    results = {'seconds': {}, 'problems': [], 'baseline': baseline,
+               'hypervisor': hypervisor, 'not_run': []}
     problems = results['problems']
-    for mode in ('mixed', 'plain'):
-        c = cloud_mod.Cloud(state_dir, series)
-        try:
-            _step(results, 'up %s' % mode, c.up, mode)
-        except Exception as e:  # noqa: BLE001 - reported, then the end
-            if not isinstance(e, (cloud_mod.UpError, procs.StartError)):
-                traceback.print_exc()
-            problems.append('up %s: %s: %s' % (mode, type(e).__name__, e))
-            if isinstance(e, procs.StartError) and e.log:
-                print('--- last lines of %s ---' % e.log)
-                print(procs.tail(e.log))
-            break
-        try:
-            t = _step(results, 'tempest %s' % mode, tempest.run, c, None,
-                      tempest_concurrency)
-            print_tempest(t)
-            results['tempest_%s' % mode] = {
-                k: t[k] for k in ('ran', 'passed', 'skipped', 'failed',
-                                  'skips', 'failures', 'seconds')}
-            if t['rc'] != 0 or t['failures'] or not t['passed']:
-                problems.append('tempest (%s computes) failed: %s' % (
-                    mode, t['failures']))
+    c = cloud_mod.Cloud(state_dir, series)
+    if hypervisor == 'libvirt':
+        results['not_run'] = [
+            'tempest: its move tests use flavors the 2-CPU pinned hosts '
+            'cannot hold side by side',
+            "family: its steps' books assume the fake driver's flavors "
+            'and a NUMA live migration the fake driver fakes']
+        baseline = 'never'
+    try:
+        _step(results, 'up mixed', c.up, 'mixed', None, hypervisor)
+    except Exception as e:  # noqa: BLE001 - reported, then the end
+        if not isinstance(e, (cloud_mod.UpError, procs.StartError)):
+            traceback.print_exc()
+        problems.append('up mixed: %s: %s' % (type(e).__name__, e))
+        if isinstance(e, procs.StartError) and e.log:
+            print('--- last lines of %s ---' % e.log)
+            print(procs.tail(e.log))
+        return 1, results
+    failed = set()
+    try:
+        for mode in ('mixed', 'plain'):
+            if mode == 'plain':
+                _step(results, 'computes to plain', _restart_all, c,
+                      'plain')
+            if baseline != 'never' and (mode == 'mixed' or (
+                    baseline == 'always' or 'tempest' in failed)):
+                t = _step(results, 'tempest %s' % mode, tempest.run, c,
+                          None, tempest_concurrency)
+                print_tempest(t)
+                results['tempest_%s' % mode] = {
+                    k: t[k] for k in ('ran', 'passed', 'skipped', 'failed',
+                                      'skips', 'failures', 'seconds')}
+                if t['rc'] != 0 or t['failures'] or not t['passed']:
+                    failed.add('tempest')
+                    problems.append('tempest (%s computes) failed: %s' % (
+                        mode, t['failures']))
             if mode == 'mixed':
                 rc, rows = _step(results, 'audit', audit, c)
                 print_holds(rows)
@@ -557,9 +586,7 @@ def sequence(state_dir, series, cycles, tempest_concurrency=2):
                                     'rolling.json)')
                 # NOTE: the switch restarted a compute: read what runs now
                 c.state = procs.State(state_dir)
-                label = _mode(c)
-            else:
-                label = 'plain'
+            label = _mode(c)
             soak = _step(results, 'soak %s' % label, run_soak, c, state_dir,
                          cycles, label)
             if soak is None:
@@ -571,40 +598,133 @@ def sequence(state_dir, series, cycles, tempest_concurrency=2):
                 if label != 'plain' and soak['wrong']:
                     problems.append('soak %s: %d wrong cycles' % (
                         label, soak['wrong']))
-            family = _step(results, 'family %s' % label, run_family, c,
-                           state_dir)
-            results['family_%s' % label] = {
-                step: rec and {k: rec.get(k) for k in (
-                    'wrong', 'error', 'source', 'dest', 'migration_status',
-                    'statuses_seen', 'mixin_log_lines',
-                    'sections_by_kind')}
-                for step, rec in family.items()}
-            # NOTE: plain computes too: these moves end with the books
-            # right on plain Nova as well (the races are not raced here),
-            # so a problem on either is one of the cloud or of the step.
-            problems.extend(judge_family(family))
-            if _step(results, 'logs %s' % mode, check_logs, c,
-                     state_dir) != 0:
+            if baseline != 'never' and (mode == 'mixed' or (
+                    baseline == 'always' or 'family' in failed)):
+                family = _step(results, 'family %s' % label, run_family, c,
+                               state_dir)
+                results['family_%s' % label] = {
+                    step: rec and {k: rec.get(k) for k in (
+                        'wrong', 'error', 'source', 'dest',
+                        'migration_status', 'statuses_seen',
+                        'mixin_log_lines', 'sections_by_kind')}
+                    for step, rec in family.items()}
+                # NOTE: plain computes too: these moves end with the books
+                # right on plain Nova as well (the races are not raced
+                # here), so a problem on either is one of the cloud or of
+                # the step.
+                found = judge_family(family)
+                if found:
+                    failed.add('family')
+                problems.extend(found)
+            # NOTE: the plain phase judges the processes it started; the
+            # wrapper ones were judged against the plain compute of the
+            # mixed phase, as they ran beside it.
+            if _step(results, 'logs %s' % mode, check_logs, c, state_dir,
+                     mode == 'mixed') != 0:
                 problems.append('logs of the %s cloud' % mode)
-        except Exception as e:  # noqa: BLE001 - reported, then down
-            traceback.print_exc()
-            problems.append('%s cloud: %s: %s' % (mode, type(e).__name__, e))
-        finally:
-            try:
-                _step(results, 'down %s' % mode, c.down)
-            except cloud_mod.UpError as e:
-                problems.append('down %s: %s' % (mode, e))
-        if mode == 'mixed':
-            # keep the mixed run's reports: the plain up starts afresh
-            keep = os.path.join(os.path.dirname(state_dir.rstrip('/')),
-                                os.path.basename(state_dir.rstrip('/')) +
-                                '-mixed')
-            import shutil
-            shutil.rmtree(keep, True)
-            shutil.copytree(state_dir, keep, symlinks=True, ignore=(
-                shutil.ignore_patterns('mysql', 'rabbitmq', 'glance')))
-            results['mixed_state_dir'] = keep
+    except Exception as e:  # noqa: BLE001 - reported, then down
+        traceback.print_exc()
+        problems.append('%s: %s' % (type(e).__name__, e))
+    finally:
+        try:
+            _step(results, 'down', c.down)
+        except cloud_mod.UpError as e:
+            problems.append('down: %s' % e)
     return (1 if problems else 0), results
+
+
+def _restart_all(c, mode):
+    """Restart every compute as ``mode`` (its release unchanged)."""
+    for h in sorted(c.computes(), key=lambda h: h['host']):
+        c.restart_compute(h['host'], mode, h.get('nova') if h.get(
+            'nova') != c.info['nova'] else None)
+
+
+def up_down_cycles(state_dir, series, count, mode, soak_cycles=1,
+                   stop_on_failure=False, hypervisor='fake'):
+    """``count`` times: up, a short check (soak and logs), down.
+
+    A cycle fails if ``up`` raises, the soak does not run to its end or
+    has a wrong cycle with the extension, the logs are not clean, or
+    ``down`` leaves a process behind. A failed cycle's state dir is kept
+    (``<state dir>-failed-<n>``) with every log.
+
+    :returns: a list of one dict per cycle
+    """
+    records = []
+    for n in range(1, count + 1):
+        rec = {'cycle': n, 'problems': [], 'seconds': {}}
+        records.append(rec)
+        c = cloud_mod.Cloud(state_dir, series)
+        print('=== cycle %d of %d' % (n, count))
+        sys.stdout.flush()
+        try:
+            _step(rec, 'up', c.up, mode, None, hypervisor)
+        except Exception as e:  # noqa: BLE001 - recorded, then the next
+            rec['problems'].append('up: %s: %s' % (type(e).__name__, e))
+            if isinstance(e, procs.StartError) and e.log:
+                rec['log_tail'] = procs.tail(e.log)
+                print('--- last lines of %s ---\n%s' % (e.log,
+                                                        rec['log_tail']))
+            elif not isinstance(e, cloud_mod.UpError):
+                traceback.print_exc()
+        else:
+            try:
+                soak = _step(rec, 'soak', run_soak, c, state_dir,
+                             soak_cycles)
+                if soak is None:
+                    rec['problems'].append('soak did not run to its end')
+                elif _mode(c) != 'plain' and soak['wrong']:
+                    rec['problems'].append('soak: %d wrong cycles'
+                                           % soak['wrong'])
+                if _step(rec, 'logs', check_logs, c, state_dir) != 0:
+                    rec['problems'].append('logs not clean')
+            except Exception as e:  # noqa: BLE001 - recorded, then down
+                traceback.print_exc()
+                rec['problems'].append('%s: %s' % (type(e).__name__, e))
+            finally:
+                try:
+                    _step(rec, 'down', c.down)
+                except cloud_mod.UpError as e:
+                    rec['problems'].append('down: %s' % e)
+        if rec['problems'] and os.path.isdir(state_dir):
+            rec['kept'] = cloud_mod.keep_logs(state_dir, '-failed-%d' % n)
+        print('cycle %d: %s (%s)' % (
+            n, 'FAILED: %s' % '; '.join(rec['problems'])
+            if rec['problems'] else 'ok', ', '.join(
+                '%s %.0fs' % kv for kv in rec['seconds'].items())))
+        sys.stdout.flush()
+        if rec['problems'] and stop_on_failure:
+            break
+    return records
+
+
+def cmd_cycles(args):
+    c = cloud_mod.Cloud(args.state_dir)
+    if c.state and c.state.running():
+        sys.stderr.write('cloud: a cloud is up in %s; tools/cloud down '
+                         'first\n' % args.state_dir)
+        return 1
+    started = time.monotonic()
+    records = up_down_cycles(args.state_dir, args.series, args.count,
+                             args.mode, args.soak_cycles,
+                             args.stop_on_failure, args.hypervisor)
+    failed = [r['cycle'] for r in records if r['problems']]
+    result = {'count': args.count, 'ran': len(records), 'failed': failed,
+              'mode': args.mode, 'series': args.series,
+              'total_seconds': round(time.monotonic() - started, 1),
+              'cycles': records}
+    path = '%s-cycles.json' % args.state_dir.rstrip('/')
+    with open(path, 'w') as f:
+        json.dump(result, f, indent=2, sort_keys=True)
+    ups = sorted(r['seconds']['up'] for r in records if 'up' in r['seconds'])
+    print('cycles: %d run, %d failed%s; up median %.0fs, max %.0fs; '
+          'total %.0fs; results in %s' % (
+              len(records), len(failed),
+              ' (%s)' % ', '.join(map(str, failed)) if failed else '',
+              ups[len(ups) // 2] if ups else 0, ups[-1] if ups else 0,
+              result['total_seconds'], path))
+    return 1 if failed else 0
 
 
 class _Args(object):
@@ -634,6 +754,14 @@ def summarize(results):
                       s.get('late_judgements', '-'),
                       s['median_s'] or 0, s['p95_s'] or 0,
                       max(holds) if holds else '-'))
+            if s.get('hypervisor') == 'libvirt':
+                print('%-15s pinned CPUs: books unlike the guests in %d '
+                      'cycles, a CPU two running guests share in %d; '
+                      'servers in ERROR %d%s' % (
+                          k, s['pinning_wrong'], s['shared_cpu_cycles'],
+                          len(s.get('servers_in_error') or ()),
+                          '; stopped early: %s' % s['stopped']
+                          if s.get('stopped') else ''))
             for mode, fs in sorted((s.get('lock_holds') or {}).items()):
                 x = fs.get(lockholds.PERIODIC)
                 if x:
@@ -654,6 +782,8 @@ def summarize(results):
                     or ''))
     for name, secs in results['seconds'].items():
         print('%-24s %7.1fs' % (name, secs))
+    for n in results.get('not_run', []):
+        print('not run: %s' % n)
     for p in results['problems']:
         print('PROBLEM: %s' % p)
 
@@ -666,7 +796,9 @@ def cmd_sequence(args):
                          'first\n' % state_dir)
         return 1
     started = time.monotonic()
-    rc, results = sequence(state_dir, args.series, args.cycles)
+    rc, results = sequence(state_dir, args.series, args.cycles,
+                           baseline=args.baseline,
+                           hypervisor=args.hypervisor)
     results['total_seconds'] = round(time.monotonic() - started, 1)
     results['cycles_per_kind'] = args.cycles
     path = '%s-%s.json' % (state_dir.rstrip('/'), args.name)
@@ -718,20 +850,47 @@ def add_parsers(sub):
                     help='bring a mixed cloud up first, judge the logs and '
                          'take it down at the end')
     pe.set_defaults(func=cmd_peers)
+    cy = sub.add_parser('cycles', help='up, a short check (soak, logs), '
+                                       'down; again and again: whether '
+                                       'bringing the cloud up is reliable')
+    cy.add_argument('--count', type=int, default=20)
+    cy.add_argument('--mode', choices=('mixed', 'wrapper', 'plain'),
+                    default='mixed')
+    cy.add_argument('--series', choices=('ussuri', 'epoxy'),
+                    default='ussuri')
+    cy.add_argument('--soak-cycles', type=int, default=1,
+                    help='soak cycles of each kind per up (default 1)')
+    cy.add_argument('--stop-on-failure', action='store_true')
+    cy.add_argument('--hypervisor', choices=cloud_mod.HYPERVISORS,
+                    default='fake')
+    cy.set_defaults(func=cmd_cycles)
     lh = sub.add_parser('lock-holds', help="the tracker lock's sections "
                                            'during the last short/full '
                                            'soaks, per compute mode')
     lh.add_argument('--write-docs', action='store_true',
                     help='put them on the benchmark page')
     lh.set_defaults(func=cmd_lock_holds)
-    for name, cycles, text in (
-            ('short', 5, 'CI: both clouds, tempest, 5+5 soak cycles per '
-                         'mode, audit, rolling switch, logs'),
-            ('full', 100, 'the same with the full soak (100+100 cycles '
-                          'per mode)')):
+    for name, cycles, baseline, text in (
+            ('short', 5, 'on-failure', 'CI: a mixed cloud, then its '
+                                       'computes plain: tempest, 5+5 soak '
+                                       'cycles per mode, audit, rolling '
+                                       'switch, family, logs'),
+            ('full', 100, 'always', 'the same with the full soak (100+100 '
+                                    'cycles per mode) and the plain '
+                                    'baselines')):
         q = sub.add_parser(name, help=text)
         q.add_argument('--series', choices=('ussuri', 'epoxy'),
                        default='ussuri')
         q.add_argument('--cycles', type=int, default=cycles,
                        help='soak cycles of each kind (default %d)' % cycles)
+        q.add_argument('--hypervisor', choices=cloud_mod.HYPERVISORS,
+                       default='fake',
+                       help='libvirt: the computes on libvirt and QEMU, '
+                            'pinned servers (tempest and the family\'s '
+                            'moves do not run there yet)')
+        q.add_argument('--baseline', choices=('always', 'on-failure'),
+                       default=baseline,
+                       help='tempest and the family\'s moves on the plain '
+                            'computes too: always, or only when they failed '
+                            'with the extension (default %s)' % baseline)
         q.set_defaults(func=cmd_sequence, name=name)

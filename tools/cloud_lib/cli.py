@@ -32,7 +32,8 @@ def _cloud(args):
 def cmd_up(args):
     c = _cloud(args)
     try:
-        c.up(mode='plain' if args.plain else args.mode)
+        c.up(mode='plain' if args.plain else args.mode,
+             hypervisor=args.hypervisor)
     except cloud_mod.UpError as e:
         sys.stderr.write('cloud up: %s\n' % e)
         return 1
@@ -72,7 +73,9 @@ def cmd_status(args):
                 s['name'], s['pid'], s['port'] or '-',
                 'running' if s['running'] else 'STOPPED', s['log']))
         for h in st['computes']:
-            print('  compute %s: %s' % (h['host'], h['mode']))
+            print('  compute %s: %s, %s%s' % (
+                h['host'], h['mode'], h['hypervisor'],
+                ' (%s)' % h['libvirt_uri'] if h['libvirt_uri'] else ''))
     services = st['services']
     return 0 if services and all(s['running'] for s in services) else 3
 
@@ -128,6 +131,11 @@ def build_parser():
                          'plain or wrapper: all three so')
     up.add_argument('--plain', action='store_true',
                     help='same as --mode plain (the baseline)')
+    up.add_argument('--hypervisor', choices=cloud_mod.HYPERVISORS,
+                    default='fake',
+                    help="fake: the series' fake driver (default); "
+                         'libvirt: a libvirtd per compute, QEMU (TCG), '
+                         'dedicated CPUs')
     up.set_defaults(func=cmd_up)
     down = sub.add_parser('down', help='stop what up started')
     down.set_defaults(func=cmd_down)

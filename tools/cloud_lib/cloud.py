@@ -31,6 +31,8 @@ import threading
 import time
 
 from cloud_lib import configs
+from cloud_lib import hypervisor as hv
+from cloud_lib import pinning
 from cloud_lib import procs
 from cloud_lib.series import SERIES
 
@@ -55,6 +57,10 @@ MARIADB_CLIENT = ('mariadb', 'mysql')
 SBIN = ('/usr/sbin', '/usr/bin', '/usr/local/sbin', '/usr/local/bin',
         '/usr/libexec')
 RABBIT_DIRS = ('/usr/sbin', '/usr/lib/rabbitmq/bin', '/usr/local/sbin')
+HYPERVISORS = ('fake', 'libvirt')
+#: the bindings the libvirt driver needs, for libvirt 9.0 (Debian 12):
+#: the series' pin (Ussuri's 6.1.0) does not build against it.
+LIBVIRT_PYTHON = 'libvirt-python==9.0.0'
 
 
 class UpError(Exception):
@@ -99,6 +105,19 @@ def _which(names, dirs=SBIN):
     return None
 
 
+def keep_logs(state_dir, suffix):
+    """Copy a state dir to ``<state dir><suffix>``, for what it says.
+
+    Logs, configuration and reports, not the databases' files, images or
+    sockets. :returns: the copy's path
+    """
+    keep = state_dir.rstrip('/') + suffix
+    shutil.rmtree(keep, True)
+    shutil.copytree(state_dir, keep, symlinks=True, ignore=(
+        shutil.ignore_patterns('mysql', 'mnesia', 'images', 'run')))
+    return keep
+
+
 def say(msg):
     sys.stdout.write('cloud: %s\n' % msg)
     sys.stdout.flush()
@@ -132,6 +151,7 @@ class Cloud(object):
         data = self.state.data if self.state else {}
         self.series = data.get('series', series)
         self.info = SERIES[self.series]
+        self.hypervisor = data.get('hypervisor', 'fake')
         self.venv = data.get('venv') or venv or os.path.join(
             TOP, '.tox', 'cloud-%s' % self.series)
         self.tempest_venv = tempest_venv or os.path.join(
@@ -175,6 +195,12 @@ class Cloud(object):
         env['NRL_CLOUDS_YAML'] = self.clouds_yaml
         env['NRL_CLOUD_PASSWORD'] = PASSWORD
         env['OS_CLIENT_CONFIG_FILE'] = self.clouds_yaml
+        if self.hypervisor == 'libvirt' and self.ports:
+            # NOTE: the soak reads the pinned CPUs of both books, Nova's
+            # and libvirt's (cloud_lib/pinning.py)
+            env[pinning.ENV_URIS] = json.dumps(dict(
+                (h, hv.uri(self.state_dir, h)) for h, _m in COMPUTES))
+            env[pinning.ENV_DB] = self.db_url('nova_cell1')
         env.update(extra)
         return env
 
@@ -216,6 +242,24 @@ class Cloud(object):
                           '(known: %s)' % (nova, self.series, ', '.join(
                               sorted(self.info.get('peers', {})))))
         return os.path.join(TOP, '.tox', 'cloud-compute-nova-%s' % nova)
+
+    def ensure_libvirt_python(self):
+        """The libvirt bindings in the services' virtualenv."""
+        python = self.bin('python')
+        if subprocess.call([python, '-c', 'import libvirt'],
+                           stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL) == 0:
+            return
+        say('installing %s into %s (builds against the system\'s '
+            'libvirt: needs libvirt-dev, pkg-config and a C compiler)'
+            % (LIBVIRT_PYTHON, self.venv))
+        # NOTE: not under the series' constraints, which pin another
+        # version; the build needs pip's wheel-less legacy path only.
+        if subprocess.call([python, '-m', 'pip', 'install', '-q',
+                            LIBVIRT_PYTHON]) != 0:
+            raise UpError('pip could not install %s into %s (its output is '
+                          'above; Debian: apt-get install libvirt-dev '
+                          'pkg-config gcc)' % (LIBVIRT_PYTHON, self.venv))
 
     def ensure_peer_venv(self, nova):
         """Nova ``nova`` and this project, for a compute of that release."""
@@ -561,23 +605,54 @@ class Cloud(object):
 
     def computes(self):
         return [{'host': s['host'], 'mode': s['mode'],
-                 'nova': s.get('nova') or self.info['nova']}
+                 'nova': s.get('nova') or self.info['nova'],
+                 'hypervisor': self.hypervisor,
+                 'libvirt_uri': hv.uri(self.state_dir, s['host'])
+                 if self.hypervisor == 'libvirt' else None}
                 for s in self.state.services if s.get('host')]
 
-    def up(self, mode='mixed', nova_of=None):
+    def up(self, mode='mixed', nova_of=None, hypervisor='fake'):
         """Start the cloud.
 
         :param nova_of: {host: Nova release} for computes that start on
             another release than the services' (one of the series'
             peers): a compute can start on an older release only if it
             never ran a newer one (Nova refuses it: ServiceTooOld)
+        :param hypervisor: ``fake`` (the series' fake driver) or
+            ``libvirt`` (a libvirtd per compute, QEMU, dedicated CPUs)
         """
         if self.state and self.state.running():
             raise UpError('the cloud in %s is already up (%d processes); '
                           'tools/cloud down first' % (
                               self.state_dir, len(self.state.running())))
+        if hypervisor not in HYPERVISORS:
+            raise UpError('no hypervisor %s (known: %s)' % (
+                hypervisor, ', '.join(HYPERVISORS)))
+        if hypervisor == 'libvirt':
+            if nova_of:
+                raise UpError('computes of other releases run on the fake '
+                              'driver only')
+            lacking = hv.missing()
+            if lacking:
+                raise UpError('--hypervisor libvirt needs %s (Debian: '
+                              'apt-get install --no-install-recommends %s '
+                              'libvirt-dev)' % (', '.join(lacking),
+                                                hv.PACKAGES))
+        if self.state and self.state.data.get('hypervisor') == 'libvirt':
+            # NOTE: a cloud that was not taken down (a crash): its guests
+            # and their QEMUs go before its files do.
+            for h, _m in COMPUTES:
+                hv.clean(self.state_dir, h)
+        self.hypervisor = hypervisor
         self.ensure_venv()
+        if hypervisor == 'libvirt':
+            self.ensure_libvirt_python()
         if os.path.isdir(self.state_dir):
+            if self.state and not self.state.data.get('up_seconds'):
+                # NOTE: the last up failed: what says why is kept beside
+                # (logs and configuration), not wiped by this one.
+                keep = keep_logs(self.state_dir, '-failed-up')
+                say('the last up failed: its logs are in %s' % keep)
             shutil.rmtree(self.state_dir)
         for d in (self.etc, self.logs, self.run_dir):
             os.makedirs(d)
@@ -589,7 +664,8 @@ class Cloud(object):
             'series': self.series, 'venv': self.venv, 'ports': self.ports,
             'rabbit_node': 'nrl-cloud-%d@localhost' % self.ports['rabbitmq'],
             'services': [], 'started_at': time.time(),
-            'nova_version': self.info['nova'], 'mode': mode})
+            'nova_version': self.info['nova'], 'mode': mode,
+            'hypervisor': hypervisor})
         self.state.save()
         started = time.monotonic()
         try:
@@ -647,6 +723,9 @@ class Cloud(object):
             say('%s on 127.0.0.1:%d' % (entry['name'], entry['port']))
         self._venv_python('glance', 'image')
         modes = [(h, m if mode == 'mixed' else mode) for h, m in COMPUTES]
+        if self.hypervisor == 'libvirt':
+            for i, (host, _m) in enumerate(modes):
+                self.start_libvirtd(host, i)
         for host, mode in modes:
             self.ensure_peer_venv(nova_of.get(host))
             self.write_compute_conf(host)
@@ -662,10 +741,24 @@ class Cloud(object):
                 self.start_compute(host, mode, nova=nova_of.get(host))
             if group:
                 self._wait_computes([h for h, _m in group])
-        self._venv_python('nova', 'flavors')
+        self._venv_python('nova', 'flavors', self.hypervisor)
         say('computes: %s' % ', '.join(
             '%s (%s%s)' % (h, m, ', Nova %s' % nova_of[h]
                            if h in nova_of else '') for h, m in modes))
+
+    def start_libvirtd(self, host, index):
+        # NOTE: the computes' one instances path (configs.libvirt_compute)
+        os.makedirs(os.path.join(self.state_dir, 'instances'), exist_ok=True)
+        hv.write(self.state_dir, host, index)
+        name = 'libvirtd-%s' % host
+        try:
+            pid = hv.start(self.state_dir, host, self.log(name))
+        except procs.StartError as e:
+            # NOTE: the daemon's own log says why, its output seldom does
+            raise procs.StartError(name, '%s; its log: %s' % (
+                e.reason, hv.tail(self.state_dir, host)), e.log)
+        self._record(name, pid, 'libvirtd', libvirt_host=host)
+        say('%s on %s' % (name, hv.uri(self.state_dir, host)))
 
     def _wait_computes(self, hosts, timeout=180):
         deadline = time.monotonic() + timeout
@@ -749,16 +842,34 @@ class Cloud(object):
             if not quiet:
                 say('nothing to stop in %s' % self.state_dir)
             return 0
-        stopped = 0
+        # NOTE: the OpenStack services at once (each may take seconds to
+        # shut down gracefully; none needs another to do so), then the
+        # broker and the database they used.
+        infra = ('rabbitmq', 'mariadb')
+        started = time.monotonic()
+        stopped = procs.stop_all([
+            e for e in self.state.services
+            if e['name'] not in infra and not e.get('libvirt_host')])
+        # NOTE: the computes are gone: nothing acts on the guests now.
+        # Each daemon destroys its own, then stops; QEMUs it left (the
+        # daemon killed before) are killed by the pid file it wrote.
+        daemons = [e for e in self.state.services if e.get('libvirt_host')]
+        for e in daemons:
+            removed = hv.clean(self.state_dir, e['libvirt_host'])
+            if removed and not quiet:
+                say('%s: destroyed %s' % (e['name'], ', '.join(removed)))
+        stopped += procs.stop_all(daemons)
         for entry in reversed(self.state.services):
             if entry['name'] == 'rabbitmq':
                 self._stop_rabbitmq(entry)
                 stopped += 1
-            elif procs.stop(entry['pid'], entry['start_id']):
+            elif entry['name'] in infra and procs.stop(
+                    entry['pid'], entry['start_id']):
                 stopped += 1
         left = self.state.running()
         if not quiet:
-            say('stopped %d processes' % stopped)
+            say('stopped %d processes in %.0fs' % (
+                stopped, time.monotonic() - started))
         if left:
             raise UpError('still running: %s' % ', '.join(
                 '%s (%d)' % (s['name'], s['pid']) for s in left))
