@@ -546,7 +546,7 @@ def sequence(state_dir, series, cycles, tempest_concurrency=2,
             'cannot hold side by side',
             "family: its steps' books assume the fake driver's flavors "
             'and a NUMA live migration the fake driver fakes']
-        baseline = 'never'
+        baseline = results['baseline'] = 'never'
     try:
         _step(results, 'up mixed', c.up, 'mixed', None, hypervisor)
     except Exception as e:  # noqa: BLE001 - reported, then the end

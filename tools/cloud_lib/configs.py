@@ -19,6 +19,8 @@
 
 import os
 
+from cloud_lib import hypervisor
+
 REGION = 'RegionOne'
 
 
@@ -237,7 +239,6 @@ def compute(c, host):
 
 def libvirt_compute(c, host, sections):
     """A libvirt compute: its own libvirtd, QEMU, dedicated CPUs."""
-    from cloud_lib import hypervisor
     sections = dict(sections)
     default = dict(sections['DEFAULT'])
     default.update({
