@@ -85,6 +85,9 @@ REFS = collections.OrderedDict([
                    _RT + '_update_usage_from_migrations',
                    _RT + '_update_usage_from_migration',
                    _RT + '_update_usage_from_instance',
+                   # the destination's side (Migration.get_by_id, a
+                   # remotable object call, is not fingerprinted)
+                   _RT + '_update_usage_from_instances',
                    _CM + 'revert_resize',
                    _CM + 'finish_revert_resize',
                    # where a resize from the node begins and ends

@@ -10,7 +10,7 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""Keep counting a reverting instance on the source until it is back.
+"""Count a reverting instance on its source, and only there, until back.
 
 Runs on the source host, on every Nova this package knows, including
 releases that carry upstream's fix for bug 1879878: upstream left this
@@ -58,7 +58,35 @@ what those two reads saw:
   node.
 
 So whatever step of the periodic task the flip and the return land at,
-the instance is counted exactly once.
+the instance is counted exactly once on the source.
+
+The destination's side of the same window
+-----------------------------------------
+
+Between the flip and the return the instance is still on the destination
+by ``instance.host``, ``resize_reverting``, and upstream's periodic task
+on the destination counts it as one of the node's instances: with the new
+flavor and, the migration context reverted, the *source's* NUMA topology
+and pinning. The destination's claim was dropped and its guest destroyed,
+so that usage is counted twice over the two hosts; with dedicated CPUs the
+destination pins the source's pCPUs in its books, and if one of its own
+guests holds one of them the periodic task fails with
+``CPUPinningInvalid`` until the return (upstream's NOTE(ndipanov) in
+``revert_resize`` calls it "potentially wrong for a period of time").
+
+The destination's periodic task therefore leaves out, from the node's
+instances it counts, every instance that is ``resize_reverting`` with a
+migration context whose migration (read by the context's id) made this
+node its destination, not a resize to the same node, and is
+``reverted``. The status, the claim drop and the reverted context are
+written together under ``COMPUTE_RESOURCE_SEMAPHORE`` (by upstream's
+``drop_move_claim_at_dest``, or by the ``revert`` mixin where upstream
+has no fix), and the periodic task holds it: ``reverted`` means the claim
+is gone. The instance is still listed for the allocation clean-up. One
+read of a migration (``Migration.get_by_id``, through the conductor) per
+``resize_reverting`` instance of the node and periodic run; none when no
+revert is under way. If the read fails the node counts as upstream's
+does.
 
 The look-up runs through the conductor in a real nova-compute, so it uses
 only filters that survive RPC serialization (no ``changes-since``
@@ -101,6 +129,7 @@ Relies on:
 * ``ResourceTracker._update_usage_from_migrations``
 * ``ResourceTracker._update_usage_from_migration``
 * ``ResourceTracker._update_usage_from_instance``
+* ``ResourceTracker._update_usage_from_instances``
 * ``ComputeManager.revert_resize``
 * ``ComputeManager.finish_revert_resize``
 * ``ComputeManager.resize_instance``
@@ -165,6 +194,26 @@ def _resize_from(migration, host, nodename):
                  migration.cross_cell_move))
 
 
+def _reverting(instance):
+    """True if ``instance`` is being reverted, with its migration context."""
+    return (instance.task_state == task_states.RESIZE_REVERTING and
+            instance.migration_context is not None)
+
+
+def _given_back(migration, host, nodename):
+    """True if ``migration``'s revert dropped its claim on ``nodename``.
+
+    A resize to this node from another (not to the same node), set
+    ``reverted``: the revert's critical section on this host (the status,
+    the claim drop, the context reverted) has run.
+    """
+    return (migration.status == 'reverted' and
+            migration.dest_compute == host and
+            migration.dest_node == nodename and
+            not (migration.source_compute == host and
+                 migration.source_node == nodename))
+
+
 class SourceWindowTracker(object):
     """Tracker side: count reverting instances until they are back."""
 
@@ -174,6 +223,8 @@ class SourceWindowTracker(object):
     _nrl_logged = None
     #: True while the look-up fails (logged once, then at DEBUG)
     _nrl_failing = False
+    #: True while the destination's read of a migration fails
+    _nrl_dest_failing = False
 
     # NOTE: the tracker's memory of the node's outgoing resizes is written
     # by RPC handlers (resize_instance, confirm_resize) without the lock,
@@ -219,6 +270,70 @@ class SourceWindowTracker(object):
                 self, context, resources, startup=startup)
         finally:
             self._nrl_node = None
+
+    def _update_usage_from_instances(self, context, instances, nodename):
+        """Leave out what this node gave back in a revert (destination).
+
+        :returns: every listed instance by uuid, counted or not, as
+            upstream's method does: the allocation clean-up must still
+            know them
+        """
+        leaving = self._nrl_given_back(context, instances, nodename)
+        counted = instances
+        if leaving:
+            counted = [i for i in instances if i.uuid not in leaving]
+        instance_by_uuid = super(
+            SourceWindowTracker, self)._update_usage_from_instances(
+                context, counted, nodename)
+        for instance in instances:
+            instance_by_uuid.setdefault(instance.uuid, instance)
+        return instance_by_uuid
+
+    def _nrl_migration_of(self, context, instance):
+        return objects.Migration.get_by_id(
+            context, instance.migration_context.migration_id)
+
+    def _nrl_given_back(self, context, instances, nodename):
+        """The node's instances whose revert dropped their claim here.
+
+        :returns: dict instance uuid -> Migration; empty if the look-up
+            fails, so that the periodic task counts as upstream's
+        """
+        found = {}
+        try:
+            candidates = [i for i in instances if _reverting(i)]
+            for instance in candidates:
+                migration = self._nrl_migration_of(context, instance)
+                if _given_back(migration, self.host, nodename):
+                    found[instance.uuid] = migration
+        except Exception as e:
+            log = LOG.debug if self._nrl_dest_failing else LOG.warning
+            log('Cannot read the migration of a revert from node %(node)s '
+                '(%(error)s: %(reason)s); counting as upstream does until '
+                'it works again', {'node': nodename,
+                                   'error': type(e).__name__, 'reason': e})
+            self._nrl_dest_failing = True
+            return {}
+        if self._nrl_dest_failing:
+            LOG.info('The migrations of reverts from node %s can be read '
+                     'again', nodename)
+            self._nrl_dest_failing = False
+        logged = self.__dict__.setdefault('_nrl_dest_logged', {})
+        current = set()
+        for instance in candidates:
+            migration = found.get(instance.uuid)
+            if migration is None:
+                continue
+            current.add(migration.uuid)
+            log = (LOG.debug if migration.uuid in logged.get(nodename, ())
+                   else LOG.info)
+            log('Not counting the instance on node %(node)s: its revert '
+                'dropped the claim here (migration %(migration)s); its '
+                'source %(source)s counts it until it is back',
+                {'node': nodename, 'migration': migration.uuid,
+                 'source': migration.source_compute}, instance=instance)
+        logged[nodename] = current
+        return found
 
     def _pair_instances_to_migrations(self, migrations, instance_by_uuid):
         """Count what upstream's two reads missed (see the module doc).
@@ -450,8 +565,9 @@ _IMPLEMENTATION = base.Implementation(
 
 SPEC = base.MixinSpec(
     name='source_window',
-    summary='revert (source): count the instance until finish_revert_resize '
-            'has brought it back (beyond upstream)',
+    summary='revert: count the instance on the source, not on the '
+            'destination, until finish_revert_resize has brought it back '
+            '(beyond upstream)',
     # NOTE: one implementation for every series whose code was read
     # (mixins.VERIFIED): the periodic body reads the node's instances, then
     # its migrations, then pairs them, in all of them, and the revert flips

@@ -181,6 +181,71 @@ class _PinningWindowBase(base.ExtensionFixtureMixin,
         self.assertEqual(pcpus_a, self._pcpus(server_a['id']))
         return pcpus_a, pcpus_b
 
+    def _booked_pcpus(self, host):
+        """The pCPUs the host's books (its tracker's memory) hold pinned."""
+        rt = self._tracker(host)
+        (node,) = list(rt.compute_nodes.values())
+        topology = objects.NUMATopology.obj_from_db_obj(node.numa_topology)
+        pinned = set()
+        for cell in topology.cells:
+            pinned |= set(cell.pinned_cpus)
+        return pinned
+
+    def _destination_in_window(self, in_window):
+        """The destination's side: its periodic task in the window.
+
+        Server X and then A (2 pinned vCPUs each) fill the source; A is
+        resized to the destination, where server C then gets the pCPUs
+        A does not hold: the very pCPUs A held, and will hold again, on
+        the source. A is reverted and held at the start of the source's
+        ``finish_revert_resize``; ``in_window`` runs then.
+
+        :returns: (A's pCPUs on the source, C's on the destination)
+        """
+        self._boot('nrl-x', self.flavor_a, SOURCE)
+        server_a = self._boot('nrl-a', self.flavor_a, SOURCE)
+        pcpus_a = self._pcpus(server_a['id'])
+        with mock.patch('nova.virt.libvirt.driver.LibvirtDriver.'
+                        'migrate_disk_and_power_off', return_value='{}'):
+            self.api.post_server_action(
+                server_a['id'], {'resize': {'flavorRef': self.flavor_b}})
+            server_a = self._wait(server_a['id'], 'VERIFY_RESIZE')
+        self.assertEqual(DEST, server_a['OS-EXT-SRV-ATTR:host'])
+        server_c = self._boot('nrl-c', self.flavor_a, DEST)
+        pcpus_c = self._pcpus(server_c['id'])
+        # The scenario needs C on A's source pCPUs (Nova pins the lowest
+        # free ones on both hosts).
+        self.assertEqual(pcpus_a, pcpus_c)
+
+        gate = eventlet.event.Event()
+        held = []
+
+        def finish_revert_resize(orig_finish, manager, *args, **kwargs):
+            if manager.host == SOURCE and not gate.ready():
+                held.append(True)
+                gate.wait()
+            return orig_finish(manager, *args, **kwargs)
+
+        hooks.wrap(self, 'nova.compute.manager.ComputeManager.'
+                   'finish_revert_resize', finish_revert_resize)
+        reverting = eventlet.spawn(
+            self.api.post_server_action, server_a['id'],
+            {'revertResize': None})
+        deadline = time.time() + 60
+        while not held:
+            self.assertLess(time.time(), deadline, 'revert never reached '
+                            'the source')
+            eventlet.sleep(0.05)
+        try:
+            in_window()
+        finally:
+            gate.send()
+            reverting.wait()
+        server_a = self._wait(server_a['id'], 'ACTIVE')
+        self.assertEqual(SOURCE, server_a['OS-EXT-SRV-ATTR:host'])
+        self.assertEqual(pcpus_a, self._pcpus(server_a['id']))
+        return pcpus_a, pcpus_c
+
 
 class SourceWindowPinningTest(_PinningWindowBase):
     """With the extension the new server gets the free pCPUs."""
@@ -217,3 +282,49 @@ class SourceWindowPinningCanary(_PinningWindowBase):
         # cannot rebuild its books any more.
         self.assertRaises(exception.CPUPinningInvalid,
                           self._periodic, SOURCE)
+
+
+class DestWindowPinningTest(_PinningWindowBase):
+    """With the extension the destination's books hold only its guests."""
+
+    def test_destination_periodic_in_window(self):
+        booked = []
+
+        def in_window():
+            self._periodic(DEST)
+            booked.append(self._booked_pcpus(DEST))
+
+        pcpus_a, pcpus_c = self._destination_in_window(in_window)
+        self.assertEqual([pcpus_c], booked)
+        self._periodic(SOURCE)
+        self._periodic(DEST)
+        self.assertEqual(pcpus_c, self._booked_pcpus(DEST))
+        self.assertEqual({0, 1, 2, 3}, self._booked_pcpus(SOURCE))
+
+
+class DestWindowPinningCanary(_PinningWindowBase):
+    """Plain Nova: the destination pins the source's pCPUs in the window.
+
+    Its guest C holds them there: the destination's periodic task fails
+    with ``CPUPinningInvalid`` until the source's half of the revert has
+    run (upstream's NOTE(ndipanov) in ``revert_resize``).
+    """
+
+    extension = False
+
+    def setUp(self):
+        if test_source_window.window_fixed_upstream():
+            self.skipTest('the installed Nova closes the revert window')
+        super(DestWindowPinningCanary, self).setUp()
+
+    def test_destination_periodic_fails_in_window(self):
+        raised = []
+
+        def in_window():
+            raised.append(self.assertRaises(exception.CPUPinningInvalid,
+                                            self._periodic, DEST))
+
+        self._destination_in_window(in_window)
+        self.assertEqual(1, len(raised))
+        # Once A is back on the source the destination's books heal.
+        self._periodic(DEST)
