@@ -24,6 +24,7 @@ from cloud_lib import cloud as cloud_mod
 from cloud_lib import lockholds
 from cloud_lib import logcheck
 from cloud_lib import procs
+from cloud_lib.series import SERIES
 from cloud_lib import tempest
 
 
@@ -856,7 +857,7 @@ def add_parsers(sub):
     cy.add_argument('--count', type=int, default=20)
     cy.add_argument('--mode', choices=('mixed', 'wrapper', 'plain'),
                     default='mixed')
-    cy.add_argument('--series', choices=('ussuri', 'epoxy'),
+    cy.add_argument('--series', choices=sorted(SERIES),
                     default='ussuri')
     cy.add_argument('--soak-cycles', type=int, default=1,
                     help='soak cycles of each kind per up (default 1)')
@@ -879,7 +880,7 @@ def add_parsers(sub):
                                     'cycles per mode) and the plain '
                                     'baselines')):
         q = sub.add_parser(name, help=text)
-        q.add_argument('--series', choices=('ussuri', 'epoxy'),
+        q.add_argument('--series', choices=sorted(SERIES),
                        default='ussuri')
         q.add_argument('--cycles', type=int, default=cycles,
                        help='soak cycles of each kind (default %d)' % cycles)

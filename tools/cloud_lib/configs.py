@@ -109,7 +109,19 @@ def glance(c):
              os.path.join(c.state_dir, 'glance', 'images'))]),
         ('oslo_concurrency', [('lock_path', os.path.join(
             c.state_dir, 'glance', 'lock'))]),
-    ])
+    ] + _glance_policy(c))
+
+
+def _glance_policy(c):
+    """Glance up to Train has no rules in code: its shipped policy.json.
+
+    Without it every rule falls back to an undefined default and users
+    of other projects get 403 on the public image.
+    """
+    path = os.path.join(c.venv, 'etc', 'glance', 'policy.json')
+    if not os.path.exists(path):
+        return []
+    return [('oslo_policy', [('policy_file', path)])]
 
 
 def neutron(c):
@@ -262,7 +274,14 @@ def libvirt_compute(c, host, sections):
         # NOTE: TCG runs host-model too; no CPU of its own to match
         ('cpu_mode', 'host-model'),
     ]
-    sections['compute'] = [('cpu_dedicated_set', DEDICATED_CPUS)]
+    if c.info.get('pcpu', True):
+        sections['compute'] = [('cpu_dedicated_set', DEDICATED_CPUS)]
+    else:
+        # NOTE: Train has no cpu_dedicated_set (nor PCPU in placement):
+        # pinned guests take their CPUs from vcpu_pin_set and are
+        # allocated VCPU.
+        default['vcpu_pin_set'] = DEDICATED_CPUS
+        sections['DEFAULT'] = sorted(default.items())
     # NOTE: root already: the privileged helper without sudo and
     # rootwrap (the driver's file and mount steps run through it).
     sections['nova_sys_admin'] = [('helper_command', os.path.join(

@@ -30,7 +30,7 @@ from cloud_lib import procs
 #: used when .zuul.yaml has no tempest_test_regex (a copy of the jobs')
 FALLBACK_REGEX = (r'^tempest\.api\.compute\.(admin\.test_migrations|'
                   r'servers\.test_server_actions\.\w+\.test_resize)')
-MAX_MICROVERSION = {'ussuri': '2.87', 'epoxy': '2.100'}
+MAX_MICROVERSION = {'train': '2.79', 'ussuri': '2.87', 'epoxy': '2.100'}
 
 
 def job_regex(top):
