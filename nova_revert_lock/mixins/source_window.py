@@ -12,9 +12,9 @@
 
 """Count a reverting instance on its source, and only there, until back.
 
-Runs on the source host, on every Nova this package knows, including
-releases that carry upstream's fix for bug 1879878: upstream left this
-window open everywhere.
+Runs on both hosts of a revert, on every Nova this package knows,
+including releases that carry upstream's fix for bug 1879878: upstream
+left this window open everywhere.
 
 On revert the destination sets the migration ``reverted``, drops its
 claim and only then casts ``finish_revert_resize`` to the source, which
@@ -25,9 +25,9 @@ progress". The source's usage drops by the whole instance until its next
 periodic task, and with dedicated CPUs a new instance can be pinned to the
 reverting instance's pCPUs meanwhile.
 
-The fix lives in the source's resource tracker only. Nothing is written,
-no status is added, no RPC changes: the destination, whatever it runs,
-sees nothing new.
+The fix lives in the resource tracker only: the source's (here) and the
+destination's (below). Nothing is written, no status is added, no RPC
+changes: the other host, whatever it runs, sees nothing new.
 
 When the look-up runs, and why that is enough
 ---------------------------------------------
