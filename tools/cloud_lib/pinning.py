@@ -93,6 +93,23 @@ class Reader(object):
             return None
         return cls(json.loads(env[ENV_URIS]), env[ENV_DB])
 
+    def qemu_log_tail(self, host, instance_name, lines=3):
+        """The last lines of a guest's QEMU log on ``host``, or None.
+
+        The host's libvirtd writes it under its own log directory, the
+        sibling of the directory of the socket its URI names.
+        """
+        m = re.search(r'socket=([^&]+)', self.uris.get(host, ''))
+        if not m or not instance_name:
+            return None
+        path = os.path.join(os.path.dirname(os.path.dirname(m.group(1))),
+                            'log', 'qemu', '%s.log' % instance_name)
+        try:
+            with open(path) as f:
+                return [line.rstrip('\n') for line in f.readlines()[-lines:]]
+        except (IOError, OSError):
+            return None
+
     def _virsh(self, host, *args):
         proc = subprocess.run(
             [self.virsh_bin, '-c', self.uris[host]] + list(args),

@@ -125,6 +125,28 @@ class Soak(object):
     def server(self, sid):
         return self.c.compute.get('/servers/%s' % sid).json()['server']
 
+    def error_detail(self, sid):
+        """Why a server is in ERROR.
+
+        Its fault, and on libvirt computes the end of its guest's QEMU log.
+        """
+        detail = {'id': sid}
+        try:
+            s = self.server(sid)
+            fault = s.get('fault') or {}
+            details = (fault.get('details') or '').strip().splitlines()
+            detail.update({
+                'host': s.get('OS-EXT-SRV-ATTR:host'),
+                'fault': fault.get('message'),
+                'code': fault.get('code'),
+                'fault_last_line': details[-1] if details else None})
+            if self.pins is not None:
+                detail['qemu_log'] = self.pins.qemu_log_tail(
+                    detail['host'], s.get('OS-EXT-SRV-ATTR:instance_name'))
+        except Exception as e:  # noqa: BLE001 - the report still comes
+            detail['unreadable'] = '%s: %s' % (type(e).__name__, e)
+        return detail
+
     def base(self, moving):
         """Per host, what the servers other than ``moving`` hold."""
         out = {h: [0, 0] for h in self.providers()}
@@ -386,6 +408,7 @@ def main(argv=None):
         # NOTE: read before the clean-up deletes them
         in_error = sorted(s['id'] for s in soak.servers()
                           if s['id'] in sids and s['status'] == 'ERROR')
+        error_details = [soak.error_detail(sid) for sid in in_error]
         for sid in sids:
             try:
                 clients.compute.delete('/servers/%s' % sid)
@@ -411,6 +434,7 @@ def main(argv=None):
         'settle_limit_s': args.settle,
         'errors': sum(1 for r in records if r['error']),
         'servers_in_error': in_error,
+        'servers_in_error_details': error_details,
         'stopped': stopped,
         'hypervisor': 'libvirt' if soak.pins is not None else 'fake',
         'pinning_wrong': sum(1 for r in records if r['pinning']),
@@ -425,6 +449,12 @@ def main(argv=None):
         print('soak %s: %d servers in ERROR%s' % (
             args.label, len(in_error), '; stopped early: %s' % stopped
             if stopped else ''))
+        for d in error_details:
+            print('  %s on %s: %s%s' % (
+                d['id'], d.get('host'), d.get('fault') or d.get(
+                    'unreadable'),
+                '; QEMU log: %s' % d['qemu_log'][-1]
+                if d.get('qemu_log') else ''))
     print('soak %s: %d cycles, %d wrong (confirm %d, revert %d), %d with '
           'the revert window seen, %d judgements settled late (at most '
           '%.1fs), median %.2fs, p95 %.2fs' % (
