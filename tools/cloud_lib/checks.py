@@ -810,6 +810,105 @@ def cmd_sequence(args):
     return rc
 
 
+#: what a fault may leave, counted per scenario and mode
+FAULT_MEASURES = ('books_wrong', 'negative', 'leaked', 'missing',
+                  'stuck_migrations', 'stuck_server', 'server_in_error',
+                  'next_move_failed')
+
+
+def _fault_counts(records):
+    """scenario -> measure -> how many runs left it (and runs, not run)."""
+    out = {}
+    for r in records:
+        row = out.setdefault(r['scenario'], dict(
+            [(m, 0) for m in FAULT_MEASURES], runs=0, not_run=[]))
+        if r.get('not_run'):
+            row['not_run'].append(r['not_run'])
+            continue
+        row['runs'] += 1
+        row['books_wrong'] += bool(r['books_wrong'])
+        row['negative'] += bool(r['negative'])
+        row['leaked'] += len(r['leaked'])
+        row['missing'] += bool(r['missing'])
+        row['stuck_migrations'] += len(r['stuck_migrations'])
+        row['stuck_server'] += bool(r['stuck_server'])
+        row['server_in_error'] += bool(r['server_in_error'])
+        row['next_move_failed'] += not r['next_move_ok']
+    return out
+
+
+def judge_faults(by_mode):
+    """What fails ``faults``.
+
+    The extension leaving wrong books, leaks or stuck migrations; the
+    extension worse than plain Nova on any measure; a fault not run.
+    """
+    problems = []
+    wrapper = by_mode.get('wrapper', {})
+    plain = by_mode.get('plain', {})
+    for scenario in sorted(set(wrapper) | set(plain)):
+        w, p = wrapper.get(scenario), plain.get(scenario)
+        for mode, row in (('wrapper', w), ('plain', p)):
+            if row is None or row['not_run'] or not row['runs']:
+                problems.append('%s (%s): not run: %s' % (
+                    scenario, mode, '; '.join(row['not_run']) if row
+                    else 'missing'))
+        if not (w and p and w['runs']):
+            continue
+        for m in ('books_wrong', 'negative', 'leaked', 'stuck_migrations'):
+            if w[m]:
+                problems.append('%s: the extension left %s (%d)' % (
+                    scenario, m, w[m]))
+        for m in FAULT_MEASURES:
+            if p['runs'] and (w[m] / float(w['runs']) >
+                              p[m] / float(p['runs'])):
+                problems.append('%s: %s worse with the extension (%d of '
+                                '%d runs) than plain (%d of %d)' % (
+                                    scenario, m, w[m], w['runs'], p[m],
+                                    p['runs']))
+    return problems
+
+
+def cmd_faults(args):
+    """Each fault in each mode, against the cloud that is up."""
+    c = _up_cloud(args)
+    by_mode, records = {}, []
+    for mode in ('wrapper', 'plain'):
+        print('=== computes to %s' % mode)
+        _restart_all(c, mode)
+        c.state = procs.State(args.state_dir)
+        out = os.path.join(args.state_dir, 'faults-%s.json' % mode)
+        extra = []
+        for name in args.only:
+            extra += ['--only', name]
+        rc = _venv_script(c, 'faults.py', '--state-dir', args.state_dir,
+                          '--mode', mode, '--out', out, '--repeat',
+                          str(args.repeat), *extra)
+        if rc != 0 or not os.path.exists(out):
+            by_mode[mode] = {}
+            continue
+        with open(out) as f:
+            mode_records = json.load(f)
+        records.extend(mode_records)
+        by_mode[mode] = _fault_counts(mode_records)
+    problems = judge_faults(by_mode)
+    report = {'counts': by_mode, 'problems': problems, 'runs': records}
+    _report(args, 'faults', report)
+    if args.format == 'json':
+        print(json.dumps(records, indent=2, sort_keys=True))
+    else:
+        print('%-28s %-7s %4s %s' % ('fault', 'mode', 'runs', '  '.join(
+            FAULT_MEASURES)))
+        for mode in ('wrapper', 'plain'):
+            for scenario, row in sorted(by_mode.get(mode, {}).items()):
+                print('%-28s %-7s %4d %s' % (
+                    scenario, mode, row['runs'], '  '.join(
+                        '%*d' % (len(m), row[m]) for m in FAULT_MEASURES)))
+        for p in problems:
+            print('PROBLEM: %s' % p)
+    return 1 if problems else 0
+
+
 def add_parsers(sub):
     t = sub.add_parser('tempest', help="the devstack jobs' move tests")
     t.add_argument('--regex', help='default: the tempest_test_regex of '
@@ -865,6 +964,15 @@ def add_parsers(sub):
     cy.add_argument('--hypervisor', choices=cloud_mod.HYPERVISORS,
                     default='fake')
     cy.set_defaults(func=cmd_cycles)
+    fa = sub.add_parser('faults', help='kill a compute in the middle of '
+                        'confirms and reverts, in each mode; judge what '
+                        'it leaves once restarted')
+    fa.add_argument('--repeat', type=int, default=2,
+                    help='runs of each scenario per mode (default 2)')
+    fa.add_argument('--only', action='append', default=[],
+                    help='one scenario (repeatable)')
+    fa.add_argument('--format', choices=('table', 'json'), default='table')
+    fa.set_defaults(func=cmd_faults)
     lh = sub.add_parser('lock-holds', help="the tracker lock's sections "
                                            'during the last short/full '
                                            'soaks, per compute mode')

@@ -29,6 +29,9 @@ The tracer is installed after Nova's entry module has set up
 concurrency (eventlet's monkey patching on the releases that use it):
 ``oslo_concurrency`` imported earlier would make native locks that
 block the whole process.
+
+The fault runner's kill points (:mod:`fault_hook`) are installed the same
+way, inert until ``tools/cloud faults`` arms one.
 """
 
 import json
@@ -67,6 +70,9 @@ def main():
     # The console script's own first import: Nova sets up concurrency.
     import nova.cmd.compute  # noqa: F401
     install(trace)
+    # The fault runner's kill points (inert until it arms them).
+    import fault_hook
+    fault_hook.install(os.path.dirname(os.path.abspath(trace)))
     if os.path.basename(binary) == 'nova-compute-revert-lock':
         from nova_revert_lock.cmd import compute
     else:

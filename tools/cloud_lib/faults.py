@@ -1,0 +1,285 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""A nova-compute killed in the middle of a move, then judged recovered.
+
+    python faults.py --state-dir DIR --mode MODE --out FILE [--repeat N]
+
+Runs inside the cloud's virtualenv, against the computes as they run
+(``tools/cloud faults`` switches them to each mode first). Each scenario
+resizes a server between two computes, arms a kill point
+(:mod:`fault_hook`) on one of them, confirms or reverts, waits for that
+compute to die, starts it again in the same mode and, once its periodic
+task has run, judges what the fault left:
+
+* the books: every compute's usage (os-hypervisors) and placement's
+  against what the servers at rest hold, and any negative reading;
+* placement: an allocation still held by a migration that is over
+  (leaked), none held by a server that exists (missing);
+* the migration: in a final status or not (stuck);
+* the server: ERROR, or a task state nothing will clear (stuck);
+* the lock: a server booted on the restarted compute (its claim takes
+  the tracker's lock) reaches ACTIVE.
+
+Then it cleans up (a stuck server is reset, then deleted) and writes one
+object per scenario run to FILE.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+from cloud_lib import bootstrap
+from cloud_lib import rest
+from cloud_lib import soak as soak_mod
+
+#: name, the action, the host killed, what arms it
+SCENARIOS = (
+    ('confirm-source-after-status', 'confirm', 'source',
+     {'point': 'status-saved', 'status': 'confirmed'}),
+    ('revert-dest-after-status', 'revert', 'dest',
+     {'point': 'status-saved', 'status': 'reverted'}),
+    ('revert-source-at-finish', 'revert', 'source',
+     {'point': 'finish-revert'}),
+)
+
+ACTIONS = {'confirm': 'confirmResize', 'revert': 'revertResize'}
+FINAL = ('confirmed', 'reverted', 'error', 'failed', 'done', 'completed',
+         'cancelled')
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+#: how long the restarted compute gets to set its books right
+RECOVER_S = 30
+
+
+class NotRun(Exception):
+    """The scenario could not be set up; said why, never passed."""
+
+
+class Runner(object):
+
+    def __init__(self, state_dir, mode):
+        self.state_dir = state_dir
+        self.mode = mode
+        self.c = rest.Clients(rest.env_clouds_yaml())
+        images = self.c.image.get('/v2/images', params={
+            'name': bootstrap.IMAGE_NAME}).json()['images']
+        self.soak = soak_mod.Soak(self.c, images[0]['id'])
+
+    # -- the compute -------------------------------------------------------
+
+    def _dir(self, host):
+        return os.path.join(self.state_dir, 'computes', host)
+
+    def arm(self, host, spec):
+        fired = os.path.join(self._dir(host), 'fault.fired')
+        if os.path.exists(fired):
+            os.unlink(fired)
+        with open(os.path.join(self._dir(host), 'fault.json'), 'w') as f:
+            json.dump(spec, f)
+
+    def disarm(self, host):
+        try:
+            os.unlink(os.path.join(self._dir(host), 'fault.json'))
+        except OSError:
+            pass
+
+    def wait_fired(self, host, timeout=90):
+        path = os.path.join(self._dir(host), 'fault.fired')
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if os.path.exists(path):
+                with open(path) as f:
+                    return json.load(f)
+            time.sleep(0.2)
+        return None
+
+    def restart(self, host):
+        started = time.monotonic()
+        proc = subprocess.run(
+            ['bash', os.path.join(TOP, 'tools', 'cloud'), '--state-dir',
+             self.state_dir, 'restart-compute', host, self.mode],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            universal_newlines=True, timeout=300)
+        if proc.returncode != 0:
+            raise NotRun('%s did not start again: %s' % (
+                host, proc.stdout.strip()[-500:]))
+        return round(time.monotonic() - started, 1)
+
+    # -- reading -----------------------------------------------------------
+
+    def migrations(self, sid):
+        return sorted(self.c.compute.get(
+            '/os-migrations', params={'instance_uuid': sid},
+            microversion='2.59').json()['migrations'],
+            key=lambda m: m['id'])
+
+    def allocations(self, consumer):
+        return self.c.placement.get('/allocations/%s' % consumer).json()[
+            'allocations']
+
+    def at_rest(self):
+        """Per host what the servers at rest hold, or None if one moves."""
+        out = {h: [0, 0] for h in self.soak.providers()}
+        for s in self.soak.servers():
+            if s.get('OS-EXT-STS:task_state') or s['status'] not in (
+                    'ACTIVE', 'SHUTOFF', 'ERROR'):
+                return None
+            host = s.get('OS-EXT-SRV-ATTR:host')
+            if host in out:
+                out[host][0] += s['flavor']['vcpus']
+                out[host][1] += s['flavor']['ram']
+        return out
+
+    # -- one scenario ------------------------------------------------------
+
+    def run(self, name, action, victim_role, spec, n):
+        hosts = sorted(self.soak.providers())
+        source = hosts[n % len(hosts)]
+        record = {'scenario': name, 'mode': self.mode, 'run': n,
+                  'source': source}
+        sid = self.soak.boot('nrl-fault-%s-%d' % (name, n), source)
+        record['server'] = sid
+        try:
+            self.soak.wait(sid, 'ACTIVE')
+            self.soak.act(sid, {'resize': {'flavorRef': 'nrl-2'}})
+            s = self.soak.wait(sid, 'VERIFY_RESIZE')
+            dest = record['dest'] = s['OS-EXT-SRV-ATTR:host']
+            victim = source if victim_role == 'source' else dest
+            record['killed'] = victim
+            self.arm(victim, spec)
+            try:
+                self.soak.act(sid, {ACTIONS[action]: None})
+                fired = self.wait_fired(victim)
+            finally:
+                self.disarm(victim)
+            if fired is None:
+                raise NotRun('the kill point %s was never reached on %s'
+                             % (spec, victim))
+            record['fired'] = fired.get('what')
+            record['restart_s'] = self.restart(victim)
+            self.judge(record, sid, victim)
+        except (NotRun, soak_mod.CycleError) as e:
+            record['not_run'] = str(e)
+        finally:
+            self.clean(sid)
+        return record
+
+    def judge(self, record, sid, victim):
+        negative = []
+        expected, books = None, None
+        deadline = time.monotonic() + RECOVER_S
+        while True:
+            hyp, plc = self.soak.hypervisors(), self.soak.placement()
+            negative.extend({'host': h, 'reading': list(v)}
+                            for h, v in hyp.items() if min(v) < 0)
+            expected = self.at_rest()
+            right = expected is not None and all(
+                tuple(hyp.get(h, ())) == tuple(v) and
+                tuple(plc.get(h, ())) == tuple(v)
+                for h, v in expected.items())
+            books = {'hypervisors': {h: list(v) for h, v in hyp.items()},
+                     'placement': {h: list(v) for h, v in plc.items()}}
+            if right or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        s = self.soak.server(sid)
+        record['server_state'] = [s['status'],
+                                  s.get('OS-EXT-STS:task_state')]
+        record['server_in_error'] = s['status'] == 'ERROR'
+        if s['status'] == 'ERROR':
+            record['fault'] = (s.get('fault') or {}).get('message')
+        record['books_judged'] = expected is not None
+        record['books_wrong'] = expected is not None and not right
+        if record['books_wrong'] or expected is None:
+            record['books'] = books
+            record['expected'] = expected
+        record['negative'] = negative[:5]
+        migrations = self.migrations(sid)
+        record['migrations'] = [m['status'] for m in migrations]
+        record['stuck_migrations'] = [m['uuid'] for m in migrations
+                                      if m['status'] not in FINAL]
+        record['leaked'] = [m['uuid'] for m in migrations
+                            if m['status'] in FINAL and
+                            self.allocations(m['uuid'])]
+        record['missing'] = not self.allocations(sid)
+        record['stuck_server'] = bool(s.get('OS-EXT-STS:task_state'))
+        record['next_move_ok'] = self.probe(victim)
+
+    def probe(self, host):
+        """A server booted on ``host`` reaches ACTIVE (the lock is free)."""
+        pid = self.soak.boot('nrl-fault-probe', host)
+        try:
+            self.soak.wait(pid, 'ACTIVE')
+            return True
+        except soak_mod.CycleError:
+            return False
+        finally:
+            self.clean(pid)
+
+    def clean(self, sid):
+        try:
+            s = self.soak.server(sid)
+            if s.get('OS-EXT-STS:task_state') or s['status'] not in (
+                    'ACTIVE', 'ERROR', 'SHUTOFF', 'VERIFY_RESIZE'):
+                # NOTE: the documented way out of a stuck move
+                self.c.compute.post('/servers/%s/action' % sid, json={
+                    'os-resetState': {'state': 'error'}})
+            self.c.compute.delete('/servers/%s' % sid)
+        except Exception:  # noqa: BLE001 - best effort
+            return
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and any(
+                x['id'] == sid for x in self.soak.servers()):
+            time.sleep(0.5)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser()
+    parser.add_argument('--state-dir', required=True)
+    parser.add_argument('--mode', required=True,
+                        choices=('wrapper', 'plain'))
+    parser.add_argument('--out', required=True)
+    parser.add_argument('--repeat', type=int, default=2)
+    parser.add_argument('--only', action='append', default=[],
+                        help='run only this scenario (repeatable)')
+    args = parser.parse_args(argv)
+    runner = Runner(args.state_dir, args.mode)
+    records = []
+    for n in range(args.repeat):
+        for name, action, victim, spec in SCENARIOS:
+            if args.only and name not in args.only:
+                continue
+            rec = runner.run(name, action, victim, spec, n)
+            records.append(rec)
+            sys.stdout.write('fault %-28s %-7s run %d: %s\n' % (
+                name, args.mode, n, rec.get('not_run') or (
+                    'server %s, migrations %s, books %s, leaked %d, '
+                    'stuck %d, next move %s' % (
+                        '/'.join(str(x) for x in rec['server_state']),
+                        ','.join(rec['migrations']),
+                        'wrong' if rec['books_wrong'] else (
+                            'right' if rec['books_judged'] else
+                            'not at rest'),
+                        len(rec['leaked']), len(rec['stuck_migrations']),
+                        'ok' if rec['next_move_ok'] else 'FAILED'))))
+            sys.stdout.flush()
+    with open(args.out, 'w') as f:
+        json.dump(records, f, indent=2, sort_keys=True)
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
