@@ -875,6 +875,9 @@ def cmd_faults(args):
     by_mode, records = {}, []
     for mode in ('wrapper', 'plain'):
         print('=== computes to %s' % mode)
+        # NOTE: from the file: the runner restarts the computes it kills
+        # (tools/cloud restart-compute), so the pids read before are gone.
+        c.state = procs.State(args.state_dir)
         _restart_all(c, mode)
         c.state = procs.State(args.state_dir)
         out = os.path.join(args.state_dir, 'faults-%s.json' % mode)
