@@ -872,6 +872,9 @@ def judge_faults(by_mode):
 def cmd_faults(args):
     """Each fault in each mode, against the cloud that is up."""
     c = _up_cloud(args)
+    # NOTE: the computes started from here on (and by the runner's
+    # restart-compute, which inherits it) load the kill points.
+    os.environ['NRL_CLOUD_FAULT_HOOK'] = '1'
     by_mode, records = {}, []
     for mode in ('wrapper', 'plain'):
         print('=== computes to %s' % mode)

@@ -12,11 +12,12 @@
 
 """Kill this nova-compute at a chosen point of a move (the cloud's only).
 
-Installed by ``traced_compute.py`` into every compute of the cloud, plain
-or wrapper, after Nova's entry module has set up concurrency; nothing of
-it is in ``nova_revert_lock``. It does nothing until the fault runner
-(``faults.py``) writes an *arm file*, ``computes/<host>/fault.json``
-beside the compute's lock trace::
+Installed by ``traced_compute.py``, after Nova's entry module has set up
+concurrency, into the computes ``tools/cloud faults`` starts (plain or
+wrapper; ``NRL_CLOUD_FAULT_HOOK`` in their environment), and into no
+other; nothing of it is in ``nova_revert_lock``. It does nothing until
+the fault runner (``faults.py``) writes an *arm file*,
+``computes/<host>/fault.json`` beside the compute's lock trace::
 
     {"point": "status-saved", "status": "confirmed"}
     {"point": "finish-revert"}

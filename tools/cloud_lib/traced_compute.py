@@ -31,7 +31,8 @@ concurrency (eventlet's monkey patching on the releases that use it):
 block the whole process.
 
 The fault runner's kill points (:mod:`fault_hook`) are installed the same
-way, inert until ``tools/cloud faults`` arms one.
+way in the computes ``tools/cloud faults`` starts (``NRL_CLOUD_FAULT_HOOK``
+set), and stay inert until it arms one; no other compute has them.
 """
 
 import json
@@ -42,6 +43,8 @@ import time
 #: the lock the tracker's synchronized methods take (Nova's
 #: COMPUTE_RESOURCE_SEMAPHORE)
 LOCK = 'compute_resources'
+#: set by ``tools/cloud faults`` for the computes it (re)starts
+FAULT_HOOK_ENV = 'NRL_CLOUD_FAULT_HOOK'
 
 
 def install(path):
@@ -70,9 +73,10 @@ def main():
     # The console script's own first import: Nova sets up concurrency.
     import nova.cmd.compute  # noqa: F401
     install(trace)
-    # The fault runner's kill points (inert until it arms them).
-    import fault_hook
-    fault_hook.install(os.path.dirname(os.path.abspath(trace)))
+    # The fault runner's kill points, in the computes it starts only.
+    if os.environ.get(FAULT_HOOK_ENV):
+        import fault_hook
+        fault_hook.install(os.path.dirname(os.path.abspath(trace)))
     if os.path.basename(binary) == 'nova-compute-revert-lock':
         from nova_revert_lock.cmd import compute
     else:
