@@ -152,6 +152,16 @@ class ExtensionFixtureMixin(object):
             self.useFixture(fixtures.MockPatchObject(composed, name, new))
 
 
+def pinned_pcpus(rt):
+    """The pCPUs a single-node tracker's books (in memory) hold pinned."""
+    (node,) = list(rt.compute_nodes.values())
+    topology = objects.NUMATopology.obj_from_db_obj(node.numa_topology)
+    pinned = set()
+    for cell in topology.cells:
+        pinned |= set(cell.pinned_cpus)
+    return pinned
+
+
 def wait_for_server(test, api, server_id, status, timeout=20):
     """Poll the API until the server has ``status`` and no task state.
 

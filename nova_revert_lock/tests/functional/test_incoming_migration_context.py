@@ -97,14 +97,7 @@ class _IncomingWindowBase(test_source_window_pinning._PinningWindowBase):
             objects_base.NovaObject.indirection_api = saved
 
     def _pinned_on_host(self, host):
-        """The pCPUs the host's tracker holds as pinned."""
-        rt = self._tracker(host)
-        (node,) = list(rt.compute_nodes.values())
-        topology = objects.NUMATopology.obj_from_db_obj(node.numa_topology)
-        pinned = set()
-        for cell in topology.cells:
-            pinned |= set(cell.pinned_cpus)
-        return pinned
+        return base.pinned_pcpus(self._tracker(host))
 
     def _resize_with_dest_periodic_in_window(self):
         """Steps 1-4 of the module docstring.

@@ -147,7 +147,22 @@ class _PinningWindowBase(base.ExtensionFixtureMixin,
                 server_a['id'], {'resize': {'flavorRef': self.flavor_b}})
             server_a = self._wait(server_a['id'], 'VERIFY_RESIZE')
         self.assertEqual(DEST, server_a['OS-EXT-SRV-ATTR:host'])
+        booted = []
 
+        def in_window():
+            self._periodic(SOURCE)
+            server_b = self._boot('nrl-b', self.flavor_a, SOURCE)
+            booted.append(self._pcpus(server_b['id']))
+
+        self._revert_held_at_source(server_a['id'], pcpus_a, in_window)
+        return pcpus_a, booted[0]
+
+    def _revert_held_at_source(self, server_id, pcpus, in_window):
+        """Revert, hold the source's half at its start, run ``in_window``.
+
+        Then let the revert finish and check the server is back on the
+        source with ``pcpus``.
+        """
         gate = eventlet.event.Event()
         held = []
 
@@ -162,34 +177,23 @@ class _PinningWindowBase(base.ExtensionFixtureMixin,
         # NOTE: RPC casts may run as calls in Nova's framework, so the
         # revert request returns only once the source half is done.
         reverting = eventlet.spawn(
-            self.api.post_server_action, server_a['id'],
-            {'revertResize': None})
+            self.api.post_server_action, server_id, {'revertResize': None})
         deadline = time.time() + 60
         while not held:
             self.assertLess(time.time(), deadline, 'revert never reached '
                             'the source')
             eventlet.sleep(0.05)
-
-        self._periodic(SOURCE)
-        server_b = self._boot('nrl-b', self.flavor_a, SOURCE)
-        pcpus_b = self._pcpus(server_b['id'])
-
-        gate.send()
-        reverting.wait()
-        server_a = self._wait(server_a['id'], 'ACTIVE')
-        self.assertEqual(SOURCE, server_a['OS-EXT-SRV-ATTR:host'])
-        self.assertEqual(pcpus_a, self._pcpus(server_a['id']))
-        return pcpus_a, pcpus_b
+        try:
+            in_window()
+        finally:
+            gate.send()
+            reverting.wait()
+        server = self._wait(server_id, 'ACTIVE')
+        self.assertEqual(SOURCE, server['OS-EXT-SRV-ATTR:host'])
+        self.assertEqual(pcpus, self._pcpus(server_id))
 
     def _booked_pcpus(self, host):
-        """The pCPUs the host's books (its tracker's memory) hold pinned."""
-        rt = self._tracker(host)
-        (node,) = list(rt.compute_nodes.values())
-        topology = objects.NUMATopology.obj_from_db_obj(node.numa_topology)
-        pinned = set()
-        for cell in topology.cells:
-            pinned |= set(cell.pinned_cpus)
-        return pinned
+        return base.pinned_pcpus(self._tracker(host))
 
     def _destination_in_window(self, in_window):
         """The destination's side: its periodic task in the window.
@@ -216,34 +220,7 @@ class _PinningWindowBase(base.ExtensionFixtureMixin,
         # The scenario needs C on A's source pCPUs (Nova pins the lowest
         # free ones on both hosts).
         self.assertEqual(pcpus_a, pcpus_c)
-
-        gate = eventlet.event.Event()
-        held = []
-
-        def finish_revert_resize(orig_finish, manager, *args, **kwargs):
-            if manager.host == SOURCE and not gate.ready():
-                held.append(True)
-                gate.wait()
-            return orig_finish(manager, *args, **kwargs)
-
-        hooks.wrap(self, 'nova.compute.manager.ComputeManager.'
-                   'finish_revert_resize', finish_revert_resize)
-        reverting = eventlet.spawn(
-            self.api.post_server_action, server_a['id'],
-            {'revertResize': None})
-        deadline = time.time() + 60
-        while not held:
-            self.assertLess(time.time(), deadline, 'revert never reached '
-                            'the source')
-            eventlet.sleep(0.05)
-        try:
-            in_window()
-        finally:
-            gate.send()
-            reverting.wait()
-        server_a = self._wait(server_a['id'], 'ACTIVE')
-        self.assertEqual(SOURCE, server_a['OS-EXT-SRV-ATTR:host'])
-        self.assertEqual(pcpus_a, self._pcpus(server_a['id']))
+        self._revert_held_at_source(server_a['id'], pcpus_a, in_window)
         return pcpus_a, pcpus_c
 
 
