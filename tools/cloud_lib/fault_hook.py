@@ -10,7 +10,7 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""Kill this nova-compute at a chosen point of a move (the cloud's only).
+"""Stop this nova-compute at a chosen point of a move (the cloud's only).
 
 Installed by ``traced_compute.py``, after Nova's entry module has set up
 concurrency, into the computes ``tools/cloud faults`` starts (plain or
@@ -21,7 +21,11 @@ the fault runner (``faults.py``) writes an *arm file*,
 
     {"point": "status-saved", "status": "confirmed"}
     {"point": "finish-revert"}
+    {"point": "status-saving", "status": "confirmed", "action": "pause"}
 
+``status-saving``
+    just before this process saves a migration with that status (the
+    save is a conductor call: the one a database outage fails);
 ``status-saved``
     right after this process saved a migration with that status: the
     confirm's source or the revert's destination, between the status
@@ -34,8 +38,17 @@ the fault runner (``faults.py``) writes an *arm file*,
     two halves of a revert.
 
 At the point the hook removes the arm file (the restarted process must
-not die again), writes ``fault.fired`` (the point and the time) and
-sends itself SIGKILL: no clean-up runs, as with the OOM killer.
+not die again) and writes ``fault.fired`` (the point and the time).
+Then, by the spec's ``action``:
+
+``kill`` (the default)
+    it sends itself SIGKILL: no clean-up runs, as with the OOM killer;
+``pause``
+    it waits, inside the section, until the runner writes
+    ``fault.resume`` (it has stopped the broker or the database
+    meanwhile), at most ``PAUSE_S``; then the move goes on into the
+    outage. The wait sleeps the calling thread only (green under
+    eventlet), as a slow step would.
 """
 
 import json
@@ -45,6 +58,9 @@ import time
 
 ARM = 'fault.json'
 FIRED = 'fault.fired'
+RESUME = 'fault.resume'
+#: the longest a paused section waits for the runner
+PAUSE_S = 300
 
 
 class Hook(object):
@@ -52,6 +68,7 @@ class Hook(object):
     def __init__(self, directory):
         self.arm = os.path.join(directory, ARM)
         self.fired = os.path.join(directory, FIRED)
+        self.resume = os.path.join(directory, RESUME)
 
     def armed(self, point):
         """The arm file's content if it names ``point``, else None."""
@@ -74,7 +91,22 @@ class Hook(object):
                        't': time.time(), 'pid': os.getpid()}, f)
             f.flush()
             os.fsync(f.fileno())
-        os.kill(os.getpid(), signal.SIGKILL)
+        if spec.get('action', 'kill') == 'kill':
+            os.kill(os.getpid(), signal.SIGKILL)
+        deadline = time.time() + PAUSE_S
+        while not os.path.exists(self.resume) and time.time() < deadline:
+            time.sleep(0.2)
+        try:
+            os.unlink(self.resume)
+        except OSError:
+            pass
+
+    def matches(self, point, migration):
+        spec = self.armed(point)
+        if spec is not None and migration.obj_attr_is_set('status') and (
+                migration.status == spec.get('status')):
+            return spec
+        return None
 
 
 def install(directory):
@@ -86,10 +118,15 @@ def install(directory):
     save = migration_obj.Migration.save
 
     def saved(self, *args, **kwargs):
+        spec = None
+        if 'status' in self.obj_what_changed():
+            spec = hook.matches('status-saving', self)
+        if spec is not None:
+            hook.fire(spec, 'migration %s saving %s' % (
+                getattr(self, 'uuid', '?'), self.status))
         result = save(self, *args, **kwargs)
-        spec = hook.armed('status-saved')
-        if spec is not None and self.obj_attr_is_set('status') and (
-                self.status == spec.get('status')):
+        spec = hook.matches('status-saved', self)
+        if spec is not None:
             hook.fire(spec, 'migration %s saved %s' % (
                 getattr(self, 'uuid', '?'), self.status))
         return result
