@@ -111,6 +111,26 @@ def cmd_restart_compute(args):
     return 0
 
 
+def cmd_infra(args):
+    c = _cloud(args)
+    try:
+        if args.action == 'stop':
+            done = c.stop_infra(args.service)
+        else:
+            done = c.start_infra(args.service)
+    except procs.StartError as e:
+        sys.stderr.write('cloud: %s: %s\n%s\n' % (e.name, e.reason,
+                                                  procs.tail(e.log)))
+        return 1
+    if done:
+        said = {'stop': 'stopped', 'start': 'started'}[args.action]
+    else:
+        said = {'stop': 'was not running', 'start': 'already runs'}[
+            args.action]
+    print('cloud: %s %s' % (args.service, said))
+    return 0
+
+
 def build_parser():
     p = argparse.ArgumentParser(
         prog='tools/cloud',
@@ -154,6 +174,12 @@ def build_parser():
     rc.add_argument('--nova', help="run another Nova release (one of the "
                                    "series' peers: a cloud mid-upgrade)")
     rc.set_defaults(func=cmd_restart_compute)
+    inf = sub.add_parser('infra',
+                         help='stop or start the broker or the database '
+                              '(a fault: the services stay up)')
+    inf.add_argument('action', choices=('stop', 'start'))
+    inf.add_argument('service', choices=cloud_mod.INFRA)
+    inf.set_defaults(func=cmd_infra)
     from cloud_lib import checks
     checks.add_parsers(sub)
     return p

@@ -58,6 +58,8 @@ SBIN = ('/usr/sbin', '/usr/bin', '/usr/local/sbin', '/usr/local/bin',
         '/usr/libexec')
 RABBIT_DIRS = ('/usr/sbin', '/usr/lib/rabbitmq/bin', '/usr/local/sbin')
 HYPERVISORS = ('fake', 'libvirt')
+#: what every service needs, stopped last (and by faults on purpose)
+INFRA = ('rabbitmq', 'mariadb')
 #: the bindings the libvirt driver needs, for libvirt 9.0 (Debian 12):
 #: the series' pin (Ussuri's 6.1.0) does not build against it.
 LIBVIRT_PYTHON = 'libvirt-python==9.0.0'
@@ -307,6 +309,19 @@ class Cloud(object):
         procs.run([install, '--no-defaults', '--datadir=%s' % datadir,
                    '--auth-root-authentication-method=socket',
                    '--skip-test-db'] + user, log, name='mariadb', timeout=180)
+        self._start_mariadb(server)
+        sql = ["CREATE USER IF NOT EXISTS '%s'@'127.0.0.1' IDENTIFIED BY "
+               "'%s'" % (DB_USER, PASSWORD)]
+        for db in DATABASES:
+            sql.append('CREATE DATABASE IF NOT EXISTS %s CHARACTER SET '
+                       'utf8' % db)
+            sql.append("GRANT ALL ON %s.* TO '%s'@'127.0.0.1'"
+                       % (db, DB_USER))
+        self.sql(';\n'.join(sql) + ';')
+
+    def _start_mariadb(self, server):
+        datadir = os.path.join(self.state_dir, 'mysql')
+        user = ['--user=%s' % pwd.getpwuid(os.geteuid()).pw_name]
         argv = [server, '--no-defaults', '--datadir=%s' % datadir,
                 '--socket=%s' % self.socket,
                 '--port=%d' % self.ports['mariadb'],
@@ -319,14 +334,6 @@ class Cloud(object):
                 '--character-set-server=utf8mb4'] + user
         entry = self._start('mariadb', argv, self.ports['mariadb'])
         self._wait_port(entry, 60)
-        sql = ["CREATE USER IF NOT EXISTS '%s'@'127.0.0.1' IDENTIFIED BY "
-               "'%s'" % (DB_USER, PASSWORD)]
-        for db in DATABASES:
-            sql.append('CREATE DATABASE IF NOT EXISTS %s CHARACTER SET '
-                       'utf8' % db)
-            sql.append("GRANT ALL ON %s.* TO '%s'@'127.0.0.1'"
-                       % (db, DB_USER))
-        self.sql(';\n'.join(sql) + ';')
 
     def sql(self, text):
         """Run SQL as the server's root over its private socket."""
@@ -430,6 +437,38 @@ class Cloud(object):
             subprocess.call([epmd, '-port', str(self.ports['epmd']), '-kill'],
                             env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, timeout=30)
+
+    # -- the broker and the database as faults ---------------------------
+
+    def stop_infra(self, name):
+        """Stop the broker or the database the services use (a fault).
+
+        :returns: how many processes were stopped (0: it was not running)
+        """
+        if name not in INFRA:
+            raise UpError('%s is not one of %s' % (name, ', '.join(INFRA)))
+        stopped = 0
+        for entry in [e for e in self.state.services if e['name'] == name]:
+            if name == 'rabbitmq':
+                self._stop_rabbitmq(entry)
+                stopped += 1
+            elif procs.stop(entry['pid'], entry['start_id']):
+                stopped += 1
+            self.state.services.remove(entry)
+        self.state.save()
+        return stopped
+
+    def start_infra(self, name):
+        """Start again what :meth:`stop_infra` stopped, on its data."""
+        if name not in INFRA:
+            raise UpError('%s is not one of %s' % (name, ', '.join(INFRA)))
+        if any(e['name'] == name for e in self.state.running()):
+            return False
+        if name == 'rabbitmq':
+            self._rabbitmq()
+        else:
+            self._start_mariadb(_which(MARIADB_SERVER))
+        return True
 
     # -- set-up commands --------------------------------------------------
 
@@ -845,7 +884,7 @@ class Cloud(object):
         # NOTE: the OpenStack services at once (each may take seconds to
         # shut down gracefully; none needs another to do so), then the
         # broker and the database they used.
-        infra = ('rabbitmq', 'mariadb')
+        infra = INFRA
         started = time.monotonic()
         stopped = procs.stop_all([
             e for e in self.state.services
