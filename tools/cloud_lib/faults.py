@@ -45,15 +45,28 @@ from cloud_lib import bootstrap
 from cloud_lib import rest
 from cloud_lib import soak as soak_mod
 
-#: name, the action, the host killed, what arms it
+#: name, the action, the host the fault is on, what arms it, and the
+#: service stopped while that host waits at the point (None: the host
+#: is killed there instead)
 SCENARIOS = (
     ('confirm-source-after-status', 'confirm', 'source',
-     {'point': 'status-saved', 'status': 'confirmed'}),
+     {'point': 'status-saved', 'status': 'confirmed'}, None),
     ('revert-dest-after-status', 'revert', 'dest',
-     {'point': 'status-saved', 'status': 'reverted'}),
+     {'point': 'status-saved', 'status': 'reverted'}, None),
     ('revert-source-at-finish', 'revert', 'source',
-     {'point': 'finish-revert'}),
+     {'point': 'finish-revert'}, None),
+    ('revert-broker-restart', 'revert', 'dest',
+     {'point': 'status-saved', 'status': 'reverted', 'action': 'pause'},
+     'rabbitmq'),
+    ('confirm-broker-restart', 'confirm', 'source',
+     {'point': 'status-saved', 'status': 'confirmed', 'action': 'pause'},
+     'rabbitmq'),
+    ('confirm-db-restart', 'confirm', 'source',
+     {'point': 'status-saving', 'status': 'confirmed', 'action': 'pause'},
+     'mariadb'),
 )
+#: how long the broker or the database stays down
+OUTAGE_S = 20
 
 ACTIONS = {'confirm': 'confirmResize', 'revert': 'revertResize'}
 FINAL = ('confirmed', 'reverted', 'error', 'failed', 'done', 'completed',
@@ -62,6 +75,8 @@ TOP = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 #: how long the restarted compute gets to set its books right
 RECOVER_S = 30
+#: the same after an outage (every service reconnects first)
+RECOVER_OUTAGE_S = 120
 
 
 class NotRun(Exception):
@@ -77,6 +92,8 @@ class Runner(object):
         images = self.c.image.get('/v2/images', params={
             'name': bootstrap.IMAGE_NAME}).json()['images']
         self.soak = soak_mod.Soak(self.c, images[0]['id'])
+        self.manage = os.path.join(os.path.dirname(sys.executable),
+                                   'nova-manage')
 
     # -- the compute -------------------------------------------------------
 
@@ -118,6 +135,33 @@ class Runner(object):
                 host, proc.stdout.strip()[-500:]))
         return round(time.monotonic() - started, 1)
 
+    def cloud(self, *args):
+        proc = subprocess.run(
+            ['bash', os.path.join(TOP, 'tools', 'cloud'), '--state-dir',
+             self.state_dir] + list(args),
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            universal_newlines=True, timeout=300)
+        return proc.returncode, proc.stdout.strip()
+
+    def outage(self, host, service):
+        """Stop ``service``, let ``host`` go on into it, start it again."""
+        started = time.monotonic()
+        rc, out = self.cloud('infra', 'stop', service)
+        try:
+            if rc != 0:
+                raise NotRun('%s could not be stopped: %s' % (
+                    service, out[-500:]))
+        finally:
+            with open(os.path.join(self._dir(host), 'fault.resume'),
+                      'w') as f:
+                f.write('go\n')
+        time.sleep(OUTAGE_S)
+        rc, out = self.cloud('infra', 'start', service)
+        if rc != 0:
+            raise NotRun('%s did not start again: %s' % (service,
+                                                         out[-500:]))
+        return round(time.monotonic() - started, 1)
+
     # -- reading -----------------------------------------------------------
 
     def migrations(self, sid):
@@ -145,7 +189,7 @@ class Runner(object):
 
     # -- one scenario ------------------------------------------------------
 
-    def run(self, name, action, victim_role, spec, n):
+    def run(self, name, action, victim_role, spec, outage, n):
         hosts = sorted(self.soak.providers())
         source = hosts[n % len(hosts)]
         record = {'scenario': name, 'mode': self.mode, 'run': n,
@@ -169,18 +213,29 @@ class Runner(object):
                 raise NotRun('the kill point %s was never reached on %s'
                              % (spec, victim))
             record['fired'] = fired.get('what')
-            record['restart_s'] = self.restart(victim)
-            self.judge(record, sid, victim)
+            if outage:
+                record['outage'] = outage
+                record['outage_s'] = self.outage(victim, outage)
+            else:
+                record['restart_s'] = self.restart(victim)
+            self.judge(record, sid, RECOVER_OUTAGE_S if outage
+                       else RECOVER_S)
+            self.repair(record, sid)
+            record['next_move_ok'] = self.probe(victim)
         except (NotRun, soak_mod.CycleError) as e:
             record['not_run'] = str(e)
         finally:
             self.clean(sid)
         return record
 
-    def judge(self, record, sid, victim):
+    def judge(self, record, sid, recover_s, prefix=''):
+        """What the fault left, once the books had ``recover_s`` to heal.
+
+        The readings go into ``record`` (with ``prefix``: after repair).
+        """
         negative = []
         expected, books = None, None
-        deadline = time.monotonic() + RECOVER_S
+        deadline = time.monotonic() + recover_s
         while True:
             hyp, plc = self.soak.hypervisors(), self.soak.placement()
             negative.extend({'host': h, 'reading': list(v)}
@@ -196,27 +251,80 @@ class Runner(object):
                 break
             time.sleep(1)
         s = self.soak.server(sid)
-        record['server_state'] = [s['status'],
-                                  s.get('OS-EXT-STS:task_state')]
-        record['server_in_error'] = s['status'] == 'ERROR'
+        out = {}
+        out['server_state'] = [s['status'], s.get('OS-EXT-STS:task_state')]
+        out['server_in_error'] = s['status'] == 'ERROR'
         if s['status'] == 'ERROR':
-            record['fault'] = (s.get('fault') or {}).get('message')
-        record['books_judged'] = expected is not None
-        record['books_wrong'] = expected is not None and not right
-        if record['books_wrong'] or expected is None:
-            record['books'] = books
-            record['expected'] = expected
-        record['negative'] = negative[:5]
+            out['fault'] = (s.get('fault') or {}).get('message')
+        out['books_judged'] = expected is not None
+        out['books_wrong'] = expected is not None and not right
+        if out['books_wrong'] or expected is None:
+            out['books'] = books
+            out['expected'] = expected
+        out['negative'] = negative[:5]
         migrations = self.migrations(sid)
-        record['migrations'] = [m['status'] for m in migrations]
-        record['stuck_migrations'] = [m['uuid'] for m in migrations
-                                      if m['status'] not in FINAL]
-        record['leaked'] = [m['uuid'] for m in migrations
-                            if m['status'] in FINAL and
-                            self.allocations(m['uuid'])]
-        record['missing'] = not self.allocations(sid)
-        record['stuck_server'] = bool(s.get('OS-EXT-STS:task_state'))
-        record['next_move_ok'] = self.probe(victim)
+        out['migrations'] = [m['status'] for m in migrations]
+        out['stuck_migrations'] = [m['uuid'] for m in migrations
+                                   if m['status'] not in FINAL]
+        out['leaked'] = [m['uuid'] for m in migrations
+                         if m['status'] in FINAL and
+                         self.allocations(m['uuid'])]
+        out['held_by_stuck'] = [m['uuid'] for m in migrations
+                                if m['status'] not in FINAL and
+                                self.allocations(m['uuid'])]
+        out['missing'] = not self.allocations(sid)
+        # NOTE: VERIFY_RESIZE is a state the user leaves (confirm or
+        # revert) only while the migration is `finished`; past that the
+        # server is as stuck as one left in a task state.
+        out['stuck_server'] = bool(s.get('OS-EXT-STS:task_state')) or (
+            s['status'] == 'VERIFY_RESIZE' and
+            'finished' not in out['migrations'])
+        for k, v in out.items():
+            record[prefix + k] = v
+        return out
+
+    def repair(self, record, sid):
+        """The documented operator steps, in order; then judged again.
+
+        Only what an operator runs (reference/reliability.rst): the
+        server's state reset when it is stuck, placement's own audit for
+        allocations of migrations that are over, the allocations of a
+        migration no service will finish deleted by consumer.
+        """
+        steps = []
+        if record['stuck_server']:
+            self.c.compute.post('/servers/%s/action' % sid, json={
+                'os-resetState': {'state': 'active'}})
+            steps.append('openstack server set --state active %s' % sid)
+        if record['leaked'] and self.has_audit():
+            rc, out = self.audit_delete()
+            steps.append('nova-manage placement audit --delete '
+                         '(rc %d)' % rc)
+        for uuid in record['leaked'] + record['held_by_stuck']:
+            if self.allocations(uuid):
+                self.c.placement.delete('/allocations/%s' % uuid)
+                steps.append('openstack resource provider allocation '
+                             'delete %s' % uuid)
+        record['repair'] = steps
+        if steps:
+            self.judge(record, sid, RECOVER_S, prefix='after_repair_')
+
+    def has_audit(self):
+        if not hasattr(self, '_audit'):
+            rc = subprocess.call(
+                [self.manage, 'placement', 'audit', '--help'],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            self._audit = rc == 0
+        return self._audit
+
+    def audit_delete(self):
+        proc = subprocess.run(
+            [self.manage, '--config-file', os.path.join(
+                self.state_dir, 'etc', 'nova.conf'), 'placement', 'audit',
+             '--delete', '--verbose'],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            universal_newlines=True, timeout=300)
+        return proc.returncode, proc.stdout
 
     def probe(self, host):
         """A server booted on ``host`` reaches ACTIVE (the lock is free)."""
@@ -246,6 +354,27 @@ class Runner(object):
             time.sleep(0.5)
 
 
+def _books(rec, prefix=''):
+    if rec[prefix + 'books_wrong']:
+        return 'wrong'
+    return 'right' if rec[prefix + 'books_judged'] else 'not at rest'
+
+
+def summary(rec):
+    """One line of what a run left, and what the repair left."""
+    line = ('server %s, migrations %s, books %s, leaked %d, stuck %d' % (
+        '/'.join(str(x) for x in rec['server_state']),
+        ','.join(rec['migrations']), _books(rec), len(rec['leaked']),
+        len(rec['stuck_migrations'])))
+    if rec['repair']:
+        line += '; repaired in %d steps: books %s, leaked %d' % (
+            len(rec['repair']), _books(rec, 'after_repair_'),
+            len(rec['after_repair_leaked']) + len(
+                rec['after_repair_held_by_stuck']))
+    return line + '; next move %s' % (
+        'ok' if rec['next_move_ok'] else 'FAILED')
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser()
     parser.add_argument('--state-dir', required=True)
@@ -259,22 +388,13 @@ def main(argv=None):
     runner = Runner(args.state_dir, args.mode)
     records = []
     for n in range(args.repeat):
-        for name, action, victim, spec in SCENARIOS:
+        for name, action, victim, spec, outage in SCENARIOS:
             if args.only and name not in args.only:
                 continue
-            rec = runner.run(name, action, victim, spec, n)
+            rec = runner.run(name, action, victim, spec, outage, n)
             records.append(rec)
             sys.stdout.write('fault %-28s %-7s run %d: %s\n' % (
-                name, args.mode, n, rec.get('not_run') or (
-                    'server %s, migrations %s, books %s, leaked %d, '
-                    'stuck %d, next move %s' % (
-                        '/'.join(str(x) for x in rec['server_state']),
-                        ','.join(rec['migrations']),
-                        'wrong' if rec['books_wrong'] else (
-                            'right' if rec['books_judged'] else
-                            'not at rest'),
-                        len(rec['leaked']), len(rec['stuck_migrations']),
-                        'ok' if rec['next_move_ok'] else 'FAILED'))))
+                name, args.mode, n, rec.get('not_run') or summary(rec)))
             sys.stdout.flush()
     with open(args.out, 'w') as f:
         json.dump(records, f, indent=2, sort_keys=True)
