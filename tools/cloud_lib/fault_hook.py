@@ -22,6 +22,9 @@ the fault runner (``faults.py``) writes an *arm file*,
     {"point": "status-saved", "status": "confirmed"}
     {"point": "finish-revert"}
     {"point": "status-saving", "status": "confirmed", "action": "pause"}
+    {"point": "rpc-call", "method": "drop_move_claim_at_destination",
+     "action": "pause"}
+    {"point": "dispatch", "method": "drop_move_claim_at_destination"}
 
 ``status-saving``
     just before this process saves a migration with that status (the
@@ -35,7 +38,15 @@ the fault runner (``faults.py``) writes an *arm file*,
     as the source's RPC server dispatches ``finish_revert_resize`` (the
     message already acknowledged, as oslo.messaging does), after the
     destination dropped its claim and cast to it: the window between the
-    two halves of a revert.
+    two halves of a revert;
+``dispatch``
+    the same for the RPC method the spec names (``"method"``), e.g. the
+    destination's ``drop_move_claim_at_destination`` in a live
+    migration's rollback;
+``rpc-call``
+    as this process is about to send that RPC to another compute (one of
+    ``RPC_POINTS``): the live migration rollback's source, before it asks
+    the destination to drop its claim.
 
 At the point the hook removes the arm file (the restarted process must
 not die again) and writes ``fault.fired`` (the point and the time).
@@ -61,6 +72,8 @@ FIRED = 'fault.fired'
 RESUME = 'fault.resume'
 #: the longest a paused section waits for the runner
 PAUSE_S = 300
+#: the compute RPC client methods the ``rpc-call`` point can stop before
+RPC_POINTS = ('drop_move_claim_at_destination',)
 
 
 class Hook(object):
@@ -143,7 +156,26 @@ def install(directory):
             spec = hook.armed('finish-revert')
             if spec is not None:
                 hook.fire(spec, 'finish_revert_resize dispatched')
+        spec = hook.armed('dispatch')
+        if spec is not None and spec.get('method') == method:
+            hook.fire(spec, '%s dispatched' % method)
         return dispatch(self, endpoint, method, *args, **kwargs)
 
     dispatcher.RPCDispatcher._do_dispatch = _do_dispatch
+
+    from nova.compute import rpcapi
+    for name in RPC_POINTS:
+        method = getattr(rpcapi.ComputeAPI, name, None)
+        if method is not None:
+            setattr(rpcapi.ComputeAPI, name, _rpc_point(hook, name, method))
     return hook
+
+
+def _rpc_point(hook, name, method):
+    def call(self, *args, **kwargs):
+        spec = hook.armed('rpc-call')
+        if spec is not None and spec.get('method') == name:
+            hook.fire(spec, '%s about to be sent' % name)
+        return method(self, *args, **kwargs)
+    call.__name__ = name
+    return call
