@@ -131,6 +131,22 @@ def cmd_infra(args):
     return 0
 
 
+def cmd_partition(args):
+    c = _cloud(args)
+    try:
+        if args.action == 'cut':
+            c.cut_off(args.host)
+            print('cloud: %s cut off from the broker' % args.host)
+        else:
+            healed = c.reconnect(args.host)
+            print('cloud: %s %s' % (args.host, 'reconnected' if healed
+                                    else 'was not cut off'))
+    except cloud_mod.UpError as e:
+        sys.stderr.write('cloud: %s\n' % e)
+        return 1
+    return 0
+
+
 def build_parser():
     p = argparse.ArgumentParser(
         prog='tools/cloud',
@@ -180,6 +196,13 @@ def build_parser():
     inf.add_argument('action', choices=('stop', 'start'))
     inf.add_argument('service', choices=cloud_mod.INFRA)
     inf.set_defaults(func=cmd_infra)
+    part = sub.add_parser('partition',
+                          help='cut one compute off from the broker, or '
+                               'heal it (a fault: its packets to and from '
+                               'RabbitMQ are dropped)')
+    part.add_argument('action', choices=('cut', 'heal'))
+    part.add_argument('host')
+    part.set_defaults(func=cmd_partition)
     from cloud_lib import checks
     checks.add_parsers(sub)
     return p

@@ -170,6 +170,22 @@ class Cloud(object):
     def transport_url(self):
         return 'rabbit://guest:guest@127.0.0.1:%d/' % self.ports['rabbitmq']
 
+    def broker_address(self, host):
+        """The loopback address ``host`` reaches the broker on.
+
+        Each compute its own (127.0.1.N, the broker listens on all of
+        them), the other services 127.0.0.1: so one compute can be cut
+        off from the broker (:meth:`cut_off`) and no one else.
+        """
+        names = [h for h, _m in COMPUTES]
+        if host in names:
+            return '127.0.1.%d' % (names.index(host) + 1)
+        return '127.0.0.1'
+
+    def compute_transport_url(self, host):
+        return 'rabbit://guest:guest@%s:%d/' % (self.broker_address(host),
+                                                self.ports['rabbitmq'])
+
     def db_url(self, name):
         return 'mysql+pymysql://%s:%s@127.0.0.1:%d/%s?charset=utf8' % (
             DB_USER, PASSWORD, self.ports['mariadb'], name)
@@ -393,11 +409,16 @@ class Cloud(object):
             'advanced.config': '[].\n',
             'rabbitmq.conf': (
                 'listeners.tcp.1 = 127.0.0.1:%d\n'
+                '%s'
                 'loopback_users.guest = true\n'
                 'log.console = true\nlog.console.level = warning\n'
                 'log.file.level = info\n'
                 'disk_free_limit.absolute = 10MB\n'
-                % self.ports['rabbitmq']),
+                % (self.ports['rabbitmq'], ''.join(
+                    'listeners.tcp.%d = %s:%d\n' % (
+                        i + 2, self.broker_address(h),
+                        self.ports['rabbitmq'])
+                    for i, (h, _m) in enumerate(COMPUTES)))),
         }
         for name, text in files.items():
             with open(os.path.join(base, name), 'w') as f:
@@ -469,6 +490,76 @@ class Cloud(object):
         else:
             self._start_mariadb(_which(MARIADB_SERVER))
         return True
+
+    # -- a compute cut off from the broker (a fault) ---------------------
+
+    def _partition_rules(self, host):
+        """Drop every packet between ``host``'s address and the broker."""
+        addr, port = self.broker_address(host), str(self.ports['rabbitmq'])
+        if addr == '127.0.0.1':
+            raise UpError('%s is not one of the computes (%s)' % (
+                host, ', '.join(h for h, _m in COMPUTES)))
+        tag = ['-m', 'comment', '--comment', 'nrl-cloud %s %s' % (
+            self.state_dir, host)]
+        return [
+            ['OUTPUT', '-p', 'tcp', '-d', addr, '--dport', port] + tag +
+            ['-j', 'DROP'],
+            ['OUTPUT', '-p', 'tcp', '-s', addr, '--sport', port] + tag +
+            ['-j', 'DROP'],
+        ]
+
+    def _iptables(self, *args):
+        iptables = shutil.which('iptables') or _which(('iptables',), SBIN)
+        if not iptables:
+            raise UpError('iptables is not installed (Debian: apt-get '
+                          'install iptables): cannot cut a compute off')
+        return subprocess.run([iptables, '-w'] + list(args),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              universal_newlines=True, timeout=60)
+
+    def cut_off(self, host):
+        """Cut ``host`` off from the broker: its packets are dropped.
+
+        As a network partition does: established connections hang (the
+        client finds out by its heartbeat), new ones time out. Nothing
+        else of the compute's changes (the API services, the database
+        of the others). :meth:`reconnect` (or ``down``) undoes it.
+        """
+        rules = self._partition_rules(host)
+        try:
+            with open(self.compute_conf(host)) as f:
+                own = self.compute_transport_url(host) in f.read()
+        except (IOError, OSError):
+            own = False
+        if not own:
+            raise UpError('%s does not reach the broker on its own address '
+                          '(%s): a cloud brought up before computes had '
+                          'one; bring it up again' % (
+                              host, self.broker_address(host)))
+        cut = self.state.data.setdefault('cut_off', [])
+        for rule in rules:
+            if self._iptables('-C', *rule).returncode != 0:
+                proc = self._iptables('-A', *rule)
+                if proc.returncode != 0:
+                    self.reconnect(host)
+                    raise UpError('iptables refused the rule: %s'
+                                  % proc.stderr.strip())
+        if host not in cut:
+            cut.append(host)
+            self.state.save()
+
+    def reconnect(self, host):
+        """Undo :meth:`cut_off`; True if ``host`` was cut off."""
+        removed = False
+        for rule in self._partition_rules(host):
+            while self._iptables('-C', *rule).returncode == 0:
+                self._iptables('-D', *rule)
+                removed = True
+        cut = self.state.data.get('cut_off', []) if self.state else []
+        if host in cut:
+            cut.remove(host)
+            self.state.save()
+        return removed
 
     # -- set-up commands --------------------------------------------------
 
@@ -877,6 +968,11 @@ class Cloud(object):
         # have restarted a compute since this object read it.
         if os.path.exists(os.path.join(self.state_dir, procs.STATE_FILE)):
             self.state = procs.State(self.state_dir)
+        # NOTE: first: a compute left cut off from the broker (a fault
+        # run stopped half-way) must not outlive the cloud.
+        for host in list(self.state.data.get('cut_off', []) if self.state
+                         else []):
+            self.reconnect(host)
         if not self.state:
             if not quiet:
                 say('nothing to stop in %s' % self.state_dir)

@@ -171,11 +171,11 @@ def ml2(c):
     ])
 
 
-def _nova_common(c, host, state):
+def _nova_common(c, host, state, transport_url=None):
     return [
         ('debug', 'False'),
         ('host', host),
-        ('transport_url', c.transport_url),
+        ('transport_url', transport_url or c.transport_url),
         ('my_ip', '127.0.0.1'),
         ('state_path', state),
     ]
@@ -227,7 +227,10 @@ def compute(c, host):
     """A compute's own file: no database (it goes through the conductor)."""
     state = os.path.join(c.state_dir, 'computes', host)
     sections = [
-        ('DEFAULT', _nova_common(c, host, state) + [
+        # NOTE: the broker on the compute's own address: one compute can
+        # be cut off from it alone (tools/cloud partition).
+        ('DEFAULT', _nova_common(c, host, state,
+                                 c.compute_transport_url(host)) + [
             ('compute_driver', c.info['compute_driver']),
             ('instances_path', os.path.join(state, 'instances')),
             # NOTE: the periodic that races confirm and revert, as often
