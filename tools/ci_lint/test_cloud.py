@@ -203,6 +203,14 @@ class TestComputeConfiguration(Base):
         self.assertIn('helper_command = ', text)
         self.assertNotIn('nrl_cloud', text)
 
+    def test_each_compute_reaches_the_broker_on_its_own_address(self):
+        for i, (host, _m) in enumerate(cloud.COMPUTES):
+            self.assertIn('transport_url = rabbit://guest:guest@127.0.1.%d:'
+                          '5672/\n' % (i + 1), configs.compute(self.c, host))
+        # the other services keep 127.0.0.1
+        self.assertIn('transport_url = rabbit://guest:guest@127.0.0.1:5672/',
+                      configs.nova(self.c))
+
     def test_status_finds_the_cells_from_nova_conf(self):
         text = configs.nova(self.c)
         self.assertIn('[api_database]\nconnection = mysql+pymysql://', text)
@@ -256,6 +264,160 @@ PROBE = [
 ]
 
 
+class TestPartition(Base):
+
+    def setUp(self):
+        super(TestPartition, self).setUp()
+        self.c = cloud.Cloud(os.path.join(self.tmp, 'state'))
+        os.makedirs(self.c.etc)
+        self.c.ports = {'rabbitmq': 5672, 'keystone': 5000, 'mariadb': 3306,
+                        'nova-api': 8774}
+        self.c.state = procs.State(self.c.state_dir)
+        self.host = cloud.COMPUTES[1][0]
+        self.calls = []
+
+    def fake_iptables(self, present):
+        def run(*args):
+            self.calls.append(args)
+            ok = args[0] != '-C' or args[1:] in present
+            if args[0] == '-A':
+                present.append(args[1:])
+            elif args[0] == '-D':
+                present.remove(args[1:])
+            return subprocess.CompletedProcess(args, 0 if ok else 1, '', '')
+        self.c._iptables = run
+
+    def test_rules_drop_both_directions_of_that_compute_only(self):
+        rules = self.c._partition_rules(self.host)
+        self.assertEqual(2, len(rules))
+        self.assertIn(['-d', '127.0.1.2', '--dport', '5672'],
+                      [r[3:7] for r in rules])
+        self.assertIn(['-s', '127.0.1.2', '--sport', '5672'],
+                      [r[3:7] for r in rules])
+        self.assertTrue(all(r[-2:] == ['-j', 'DROP'] for r in rules))
+
+    def test_not_a_compute_refused(self):
+        self.assertRaises(cloud.UpError, self.c._partition_rules,
+                          'nrl-controller')
+
+    def test_a_compute_on_the_shared_address_is_refused(self):
+        # a cloud brought up before the computes had their own address
+        with open(self.c.compute_conf(self.host), 'w') as f:
+            f.write('transport_url = %s\n' % self.c.transport_url)
+        present = []
+        self.fake_iptables(present)
+        with self.assertRaises(cloud.UpError) as e:
+            self.c.cut_off(self.host)
+        self.assertIn('bring it up again', str(e.exception))
+        self.assertEqual([], present)
+
+    def test_cut_recorded_healed_and_healed_by_down(self):
+        self.c.write_compute_conf(self.host)
+        present = []
+        self.fake_iptables(present)
+        self.c.cut_off(self.host)
+        self.c.cut_off(self.host)  # twice: the rules once
+        self.assertEqual(2, len(present))
+        self.assertEqual([self.host], procs.State(
+            self.c.state_dir).data['cut_off'])
+        self.assertTrue(self.c.reconnect(self.host))
+        self.assertEqual([], present)
+        self.assertFalse(self.c.reconnect(self.host))
+        self.c.cut_off(self.host)
+        self.c.down(quiet=True)
+        self.assertEqual([], present)
+
+    def test_no_iptables_is_a_clear_error(self):
+        with mock_which(None), self.assertRaises(cloud.UpError) as e:
+            self.c._iptables('-L')
+        self.assertIn('iptables is not installed', str(e.exception))
+
+
+class mock_which(object):
+    """cloud's lookups of a command find ``value``."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __enter__(self):
+        self.saved = cloud.shutil.which, cloud._which
+        cloud.shutil.which = lambda *a, **k: self.value
+        cloud._which = lambda *a, **k: self.value
+        return self
+
+    def __exit__(self, *exc):
+        cloud.shutil.which, cloud._which = self.saved
+
+
+class TestFaultJudgement(unittest.TestCase):
+
+    def run_record(self, mode, **kw):
+        r = {'scenario': 's', 'mode': mode, 'books_wrong': False,
+             'negative': [], 'leaked': [], 'missing': False,
+             'stuck_migrations': [], 'stuck_server': False,
+             'server_in_error': False, 'next_move_ok': True,
+             'server_usable': True, 'repair': []}
+        r.update(kw)
+        return r
+
+    def judge(self, wrapper, plain):
+        return checks.judge_faults({
+            'wrapper': checks._fault_counts([wrapper]),
+            'plain': checks._fault_counts([plain])})
+
+    def repaired(self, mode, ok=True, **kw):
+        after = {'after_repair_books_wrong': False,
+                 'after_repair_books_judged': True,
+                 'after_repair_leaked': [], 'after_repair_held_by_stuck': [],
+                 'after_repair_missing': False,
+                 'after_repair_stuck_server': not ok,
+                 'after_repair_server_in_error': False,
+                 'after_repair_negative': []}
+        after.update(kw)
+        return self.run_record(
+            mode, leaked=['m'], stuck_server=True,
+            repair=['openstack server set --state active ' + 'x' * 36,
+                    'nova-manage placement audit --delete'], **after)
+
+    def test_the_same_repaired_leak_in_both_modes_passes(self):
+        self.assertEqual([], self.judge(self.repaired('wrapper'),
+                                        self.repaired('plain')))
+        row = checks._fault_counts([self.repaired('wrapper')])['s']
+        self.assertEqual(['openstack server set --state active',
+                          'nova-manage placement audit --delete'],
+                         row['repair'])
+
+    def test_a_repair_that_does_not_set_it_right_fails(self):
+        problems = self.judge(self.repaired('wrapper', ok=False),
+                              self.repaired('plain', ok=False))
+        self.assertIn('s: the extension left repair_failed (1)', problems)
+
+    def test_worse_than_plain_fails(self):
+        problems = self.judge(self.repaired('wrapper'),
+                              self.run_record('plain'))
+        self.assertIn('s: leaked worse with the extension (1 of 1 runs) '
+                      'than plain (0 of 1)', problems)
+
+    def test_wrong_books_or_a_server_that_does_not_move_fail(self):
+        for kw in ({'books_wrong': True}, {'server_usable': False},
+                   {'negative': [{'host': 'h', 'reading': [-1, 0]}]},
+                   {'next_move_ok': False}):
+            problems = self.judge(self.run_record('wrapper', **kw),
+                                  self.run_record('plain', **kw))
+            self.assertTrue(problems, kw)
+
+    def test_plain_alone_showing_the_bug_passes(self):
+        self.assertEqual([], self.judge(
+            self.run_record('wrapper'), self.run_record(
+                'plain', negative=[{'host': 'h', 'reading': [-1, -256]}])))
+
+    def test_not_run_fails(self):
+        problems = self.judge({'scenario': 's', 'mode': 'wrapper',
+                               'not_run': 'no iptables'},
+                              self.run_record('plain'))
+        self.assertTrue(any('no iptables' in p for p in problems), problems)
+
+
 class TestLogCheck(Base):
 
     def log(self, name, lines):
@@ -285,6 +447,16 @@ class TestLogCheck(Base):
             '[-] something'], []))
         self.assertFalse(ok)
         self.assertIn('nova_revert_lock', report['problems'][0])
+
+    def test_ours_in_a_directory(self):
+        self.log('a.log', ['2026-12-01 13:00:00.000 1 ERROR nova.compute.'
+                           'manager [-] a fault made this'])
+        self.assertEqual([], logcheck.ours_in(self.tmp))
+        self.log('b.log', ['2026-12-01 13:00:00.000 1 ERROR nova_revert_lock'
+                           '.locking [-] ours'])
+        problems = logcheck.ours_in(self.tmp)
+        self.assertEqual(1, len(problems))
+        self.assertIn('b.log: 1 ERROR/CRITICAL lines', problems[0])
 
     def test_more_wrapper_errors_than_plain_fail(self):
         err = ('2026-12-01 13:00:00.000 1 ERROR nova.compute.manager [-] '

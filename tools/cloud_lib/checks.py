@@ -815,9 +815,11 @@ def cmd_sequence(args):
 #: set right (books, allocations, the server still stuck)
 FAULT_MEASURES = ('books_wrong', 'negative', 'leaked', 'missing',
                   'stuck_migrations', 'stuck_server', 'server_in_error',
-                  'next_move_failed', 'repaired', 'repair_failed')
+                  'next_move_failed', 'server_unusable', 'repaired',
+                  'repair_failed')
 #: what the extension must never leave, whatever plain Nova does
-MUST_NOT = ('books_wrong', 'negative', 'repair_failed', 'next_move_failed')
+MUST_NOT = ('books_wrong', 'negative', 'repair_failed', 'next_move_failed',
+            'server_unusable')
 
 
 def _repair_failed(r):
@@ -829,6 +831,7 @@ def _repair_failed(r):
                 r['after_repair_held_by_stuck'] or
                 r['after_repair_missing'] or
                 r['after_repair_stuck_server'] or
+                r['after_repair_server_in_error'] or
                 r['after_repair_negative'])
 
 
@@ -852,12 +855,12 @@ def _fault_counts(records):
         row['stuck_server'] += bool(r['stuck_server'])
         row['server_in_error'] += bool(r['server_in_error'])
         row['next_move_failed'] += not r['next_move_ok']
+        row['server_unusable'] += not r.get('server_usable', False)
         row['repaired'] += bool(r['repair'])
         row['repair_failed'] += _repair_failed(r)
         for step in r['repair']:
             # NOTE: the kind of step, not the server's or migration's id
-            kind = ' '.join(w for w in step.split()
-                            if len(w) != 36 and not w.startswith('(rc'))
+            kind = ' '.join(w for w in step.split() if len(w) != 36)
             if kind not in row['repair']:
                 row['repair'].append(kind)
     return out
@@ -867,8 +870,9 @@ def judge_faults(by_mode):
     """What fails ``faults``.
 
     The extension leaving wrong books at rest, a negative reading, a
-    host where the next move fails, or a state the documented repair
-    does not set right; the extension worse than plain Nova on any
+    host where the next move fails, a server that does not move again,
+    or a state the documented repair does not set right; the extension
+    worse than plain Nova on any
     measure; a fault not run. Leaks and stuck migrations are counted
     and repaired in both modes: a process killed between a database
     write and a placement write leaves them with or without the lock.
@@ -899,9 +903,95 @@ def judge_faults(by_mode):
     return problems
 
 
+def _own_cloud(args, run):
+    """``run(c)`` against the cloud up, or (``--up``) one of its own.
+
+    With ``--up``: a mixed cloud of the default series brought up for
+    the run and taken down after it, whatever the run did.
+    """
+    if not getattr(args, 'up', False):
+        return run(_up_cloud(args))
+    c = cloud_mod.Cloud(args.state_dir)
+    if c.state and c.state.running():
+        sys.stderr.write('cloud: a cloud is up in %s; tools/cloud down '
+                         'first\n' % args.state_dir)
+        return 1
+    try:
+        c.up('mixed', None, getattr(args, 'hypervisor', 'fake'))
+    except (cloud_mod.UpError, procs.StartError) as e:
+        sys.stderr.write('cloud up: %s\n' % e)
+        c.down(quiet=True)
+        return 1
+    try:
+        return run(c)
+    finally:
+        c.state = procs.State(args.state_dir)
+        c.down()
+
+
+#: what a round of ``load`` must not leave with the extension (load.py)
+LOAD_MUST_NOT = ('books_wrong', 'negative_readings', 'leaked',
+                 'stuck_migrations', 'missing', 'in_error', 'move_errors')
+
+
+def cmd_load(args):
+    """Every compute busy at once, in each mode."""
+    return _own_cloud(args, lambda c: _load(c, args))
+
+
+def _load(c, args):
+    by_mode, problems = {}, []
+    for mode in ('wrapper', 'plain'):
+        print('=== computes to %s' % mode)
+        c.state = procs.State(args.state_dir)
+        _restart_all(c, mode)
+        out = os.path.join(args.state_dir, 'load-%s.json' % mode)
+        if os.path.exists(out):
+            os.unlink(out)
+        rc = _venv_script(c, 'load.py', '--mode', mode, '--out', out,
+                          '--per-host', str(args.per_host), '--rounds',
+                          str(args.rounds))
+        records = []
+        if os.path.exists(out):
+            with open(out) as f:
+                records = json.load(f)
+        by_mode[mode] = records
+        not_run = [r['not_run'] for r in records if r.get('not_run')]
+        if rc != 0 or not_run or len(records) < args.rounds:
+            problems.append('%s: the load did not run through (%s)' % (
+                mode, '; '.join(not_run) or 'rc %d' % rc))
+        if mode == 'wrapper':
+            for r in records:
+                left = [k for k in LOAD_MUST_NOT
+                        if not r.get('not_run') and r.get(k)]
+                if left:
+                    problems.append('round %d with the extension left %s' % (
+                        r['round'], ', '.join(left)))
+    problems += logcheck.ours_in(c.logs)
+    _report(args, 'load', {'runs': by_mode, 'problems': problems})
+    print('%-7s %5s %5s %8s %11s %8s %7s %6s %8s' % (
+        'mode', 'round', 'moves', 'seconds', 'books', 'negative', 'leaked',
+        'stuck', 'in ERROR'))
+    for mode in ('wrapper', 'plain'):
+        for r in by_mode.get(mode, []):
+            if r.get('not_run'):
+                continue
+            print('%-7s %5d %5d %8.0f %11s %8d %7d %6d %8d' % (
+                mode, r['round'], r['moves'], r['seconds'],
+                'wrong' if r['books_wrong'] else 'right',
+                r['negative_readings'], len(r['leaked']),
+                len(r['stuck_migrations']), len(r['in_error'])))
+    for p in problems:
+        print('PROBLEM: %s' % p)
+    return 1 if problems else 0
+
+
 def cmd_faults(args):
-    """Each fault in each mode, against the cloud that is up."""
-    c = _up_cloud(args)
+    """Each fault in each mode."""
+    return _own_cloud(args, lambda c: _faults(c, args))
+
+
+def _faults(c, args):
     # NOTE: the computes started from here on (and by the runner's
     # restart-compute, which inherits it) load the kill points.
     os.environ['NRL_CLOUD_FAULT_HOOK'] = '1'
@@ -927,7 +1017,7 @@ def cmd_faults(args):
             mode_records = json.load(f)
         records.extend(mode_records)
         by_mode[mode] = _fault_counts(mode_records)
-    problems = judge_faults(by_mode)
+    problems = judge_faults(by_mode) + logcheck.ours_in(c.logs)
     report = {'counts': by_mode, 'problems': problems, 'runs': records}
     _report(args, 'faults', report)
     if args.format == 'json':
@@ -1013,7 +1103,19 @@ def add_parsers(sub):
     fa.add_argument('--only', action='append', default=[],
                     help='one scenario (repeatable)')
     fa.add_argument('--format', choices=('table', 'json'), default='table')
+    fa.add_argument('--up', action='store_true',
+                    help='bring up a cloud for the run, down after it')
     fa.set_defaults(func=cmd_faults)
+    ld = sub.add_parser('load', help='every compute busy at once: '
+                        'concurrent resizes, confirms and reverts, in each '
+                        'mode; books judged after each round')
+    ld.add_argument('--per-host', type=int, default=3,
+                    help='servers booted on each compute (default 3)')
+    ld.add_argument('--rounds', type=int, default=5,
+                    help='rounds of moves per mode (default 5)')
+    ld.add_argument('--up', action='store_true',
+                    help='bring up a cloud for the run, down after it')
+    ld.set_defaults(func=cmd_load)
     lh = sub.add_parser('lock-holds', help="the tracker lock's sections "
                                            'during the last short/full '
                                            'soaks, per compute mode')

@@ -10,28 +10,39 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""A nova-compute killed in the middle of a move, then judged recovered.
+"""Faults in the middle of a move, then judged recovered and repaired.
 
     python faults.py --state-dir DIR --mode MODE --out FILE [--repeat N]
 
 Runs inside the cloud's virtualenv, against the computes as they run
 (``tools/cloud faults`` switches them to each mode first). Each scenario
-resizes a server between two computes, arms a kill point
-(:mod:`fault_hook`) on one of them, confirms or reverts, waits for that
-compute to die, starts it again in the same mode and, once its periodic
-task has run, judges what the fault left:
+(``SCENARIOS``) moves a server between two computes, arms a point
+(:mod:`fault_hook`) on one of them and, when the move reaches it:
+
+* kills that compute (SIGKILL) and starts it again in the same mode;
+* or holds it there while RabbitMQ or MariaDB is stopped (``tools/cloud
+  infra``), lets it go on into the outage, starts the service again;
+* or holds it there while the move's other compute is cut off from the
+  broker (``tools/cloud partition``: its packets dropped) past the RPC
+  time-out, lets it go on, heals the partition.
+
+Once the services are back and the periodic tasks have run, it judges
+what the fault left:
 
 * the books: every compute's usage (os-hypervisors) and placement's
   against what the servers at rest hold, and any negative reading;
 * placement: an allocation still held by a migration that is over
   (leaked), none held by a server that exists (missing);
 * the migration: in a final status or not (stuck);
-* the server: ERROR, or a task state nothing will clear (stuck);
-* the lock: a server booted on the restarted compute (its claim takes
-  the tracker's lock) reaches ACTIVE.
+* the server: ERROR, or a state nothing will clear (stuck).
 
-Then it cleans up (a stuck server is reset, then deleted) and writes one
-object per scenario run to FILE.
+Then it repairs with the operator's documented commands (the server's
+state reset, ``nova-manage placement audit --delete``, a dead
+migration's allocations deleted) and judges again; the server moves
+again (a judged resize and confirm); a server booted on each host the
+fault touched reaches ACTIVE (its claim takes the tracker's lock: a lock
+left held would stop it). It cleans up and writes one object per
+scenario run to FILE.
 """
 
 import argparse
@@ -45,9 +56,10 @@ from cloud_lib import bootstrap
 from cloud_lib import rest
 from cloud_lib import soak as soak_mod
 
-#: name, the action, the host the fault is on, what arms it, and the
-#: service stopped while that host waits at the point (None: the host
-#: is killed there instead)
+#: name, the action, the host the point is armed on, what arms it, and
+#: what is done while that host waits at the point: a service stopped
+#: (``rabbitmq``, ``mariadb``), the move's other host cut off from the
+#: broker (``partition``), or None: the armed host is killed there
 SCENARIOS = (
     ('confirm-source-after-status', 'confirm', 'source',
      {'point': 'status-saved', 'status': 'confirmed'}, None),
@@ -64,11 +76,34 @@ SCENARIOS = (
     ('confirm-db-restart', 'confirm', 'source',
      {'point': 'status-saving', 'status': 'confirmed', 'action': 'pause'},
      'mariadb'),
+    # NOTE: the destination of an aborted live migration killed as it
+    # takes the source's drop_move_claim_at_destination call off the
+    # queue (acknowledged: the restarted process never sees it).
+    ('live-rollback-dest-killed', 'live-abort', 'dest',
+     {'point': 'dispatch', 'method': 'drop_move_claim_at_destination'},
+     None),
+    # NOTE: the source of an aborted live migration holds at its call of
+    # drop_move_claim_at_destination while the destination is cut off,
+    # then sends it: the call times out (and the retry of the rollback
+    # Nova makes then sends it again) before the destination is back.
+    ('live-rollback-dest-cut-off', 'live-abort', 'source',
+     {'point': 'rpc-call', 'method': 'drop_move_claim_at_destination',
+      'action': 'pause'}, 'partition'),
 )
 #: how long the broker or the database stays down
 OUTAGE_S = 20
+#: oslo.messaging's rpc_response_timeout (the cloud keeps the default)
+RPC_TIMEOUT_S = 60
+#: how long a compute stays cut off: past the RPC time-out
+CUT_S = RPC_TIMEOUT_S + 20
+#: how long a live migration takes to show as running
+LIVE_START_S = 60
+#: how long its rollback takes to reach a point (the source's retry of
+#: the rollback comes after an RPC time-out)
+LIVE_FIRE_S = 2 * RPC_TIMEOUT_S + 30
 
 ACTIONS = {'confirm': 'confirmResize', 'revert': 'revertResize'}
+LIVE = 'live-abort'
 FINAL = ('confirmed', 'reverted', 'error', 'failed', 'done', 'completed',
          'cancelled')
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(
@@ -77,6 +112,10 @@ TOP = os.path.dirname(os.path.dirname(os.path.dirname(
 RECOVER_S = 30
 #: the same after an outage (every service reconnects first)
 RECOVER_OUTAGE_S = 120
+#: after a partition: the compute's heartbeat notices, it reconnects
+#: (oslo.messaging backs off up to 30 s), and the source's second
+#: rollback call may still be waiting out its time-out
+RECOVER_PARTITION_S = 180
 
 
 class NotRun(Exception):
@@ -162,6 +201,57 @@ class Runner(object):
                                                          out[-500:]))
         return round(time.monotonic() - started, 1)
 
+    def partition(self, paused, target):
+        """Cut ``target`` off, let ``paused`` go on, heal after CUT_S."""
+        started = time.monotonic()
+        rc, out = self.cloud('partition', 'cut', target)
+        try:
+            if rc != 0:
+                raise NotRun('%s could not be cut off: %s' % (
+                    target, out[-500:]))
+        finally:
+            with open(os.path.join(self._dir(paused), 'fault.resume'),
+                      'w') as f:
+                f.write('go\n')
+        try:
+            time.sleep(CUT_S)
+        finally:
+            rc, out = self.cloud('partition', 'heal', target)
+        if rc != 0:
+            raise NotRun('%s could not be reconnected: %s' % (
+                target, out[-500:]))
+        return round(time.monotonic() - started, 1)
+
+    def live_migrate_and_abort(self, sid):
+        """Start a live migration of ``sid``, abort it once running.
+
+        :returns: the destination host
+        """
+        self.c.compute.post('/servers/%s/action' % sid, json={
+            'os-migrateLive': {'host': None, 'block_migration': False}},
+            microversion='2.53')
+        # NOTE: the cloud's fake driver holds a live migration for up to
+        # 5 s, as a real one copying memory would, and ends it with the
+        # rollback when it is aborted meanwhile.
+        deadline = time.monotonic() + LIVE_START_S
+        mig = None
+        while time.monotonic() < deadline:
+            migs = [m for m in self.migrations(sid)
+                    if m.get('migration_type') == 'live-migration']
+            mig = migs[-1] if migs else None
+            if mig and mig['status'] == 'running':
+                break
+            if mig and mig['status'] in FINAL:
+                raise NotRun('the live migration ended (%s) before it '
+                             'could be aborted' % mig['status'])
+            time.sleep(0.2)
+        else:
+            raise NotRun('no running live migration: %s' % (
+                mig and mig['status']))
+        self.c.compute.delete('/servers/%s/migrations/%s' % (
+            sid, mig['id']), microversion='2.53')
+        return mig['dest_compute']
+
     # -- reading -----------------------------------------------------------
 
     def migrations(self, sid):
@@ -198,30 +288,63 @@ class Runner(object):
         record['server'] = sid
         try:
             self.soak.wait(sid, 'ACTIVE')
-            self.soak.act(sid, {'resize': {'flavorRef': 'nrl-2'}})
-            s = self.soak.wait(sid, 'VERIFY_RESIZE')
-            dest = record['dest'] = s['OS-EXT-SRV-ATTR:host']
-            victim = source if victim_role == 'source' else dest
+            if action == LIVE:
+                # NOTE: armed before the move (only its rollback reaches
+                # the points named); the destination is the scheduler's,
+                # so every other host is armed and the others disarmed.
+                armed = [source] if victim_role == 'source' else [
+                    h for h in hosts if h != source]
+                for h in armed:
+                    self.arm(h, spec)
+                try:
+                    dest = record['dest'] = self.live_migrate_and_abort(sid)
+                    victim = source if victim_role == 'source' else dest
+                    fired = self.wait_fired(victim, timeout=LIVE_FIRE_S)
+                finally:
+                    for h in armed:
+                        self.disarm(h)
+            else:
+                self.soak.act(sid, {'resize': {'flavorRef': 'nrl-2'}})
+                s = self.soak.wait(sid, 'VERIFY_RESIZE')
+                dest = record['dest'] = s['OS-EXT-SRV-ATTR:host']
+                victim = source if victim_role == 'source' else dest
+                self.arm(victim, spec)
+                try:
+                    self.soak.act(sid, {ACTIONS[action]: None})
+                    fired = self.wait_fired(victim)
+                finally:
+                    self.disarm(victim)
             record['killed'] = victim
-            self.arm(victim, spec)
-            try:
-                self.soak.act(sid, {ACTIONS[action]: None})
-                fired = self.wait_fired(victim)
-            finally:
-                self.disarm(victim)
             if fired is None:
                 raise NotRun('the kill point %s was never reached on %s'
                              % (spec, victim))
             record['fired'] = fired.get('what')
-            if outage:
+            recover = RECOVER_OUTAGE_S
+            if outage == 'partition':
+                other = dest if victim == source else source
+                record['outage'] = 'partition of %s' % other
+                record['outage_s'] = self.partition(victim, other)
+                recover = RECOVER_PARTITION_S
+            elif outage:
                 record['outage'] = outage
                 record['outage_s'] = self.outage(victim, outage)
             else:
                 record['restart_s'] = self.restart(victim)
-            self.judge(record, sid, RECOVER_OUTAGE_S if outage
-                       else RECOVER_S)
+                # NOTE: after a kill in a live migration's rollback the
+                # source still waits out its call to the killed host
+                recover = RECOVER_PARTITION_S if action == LIVE else (
+                    RECOVER_S)
+            self.judge(record, sid, recover)
             self.repair(record, sid)
-            record['next_move_ok'] = self.probe(victim)
+            # NOTE: the server moves again (a judged resize and confirm)
+            move = self.soak.cycle(sid, 'confirm')
+            record['server_usable'] = move['error'] is None
+            record['usable_move'] = {k: move.get(k) for k in (
+                'error', 'wrong', 'source', 'dest', 'seconds')}
+            # NOTE: the lock of every host the fault touched is free
+            touched = {victim, dest} if outage == 'partition' else {victim}
+            record['next_move_ok'] = all(self.probe(h)
+                                         for h in sorted(touched))
         except (NotRun, soak_mod.CycleError) as e:
             record['not_run'] = str(e)
         finally:
@@ -286,20 +409,21 @@ class Runner(object):
     def repair(self, record, sid):
         """The documented operator steps, in order; then judged again.
 
-        Only what an operator runs (reference/reliability.rst): the
-        server's state reset when it is stuck, placement's own audit for
+        Only what an operator runs (reliability.rst): the server's
+        state reset when it is stuck or in ERROR, placement's own audit for
         allocations of migrations that are over, the allocations of a
         migration no service will finish deleted by consumer.
         """
         steps = []
-        if record['stuck_server']:
+        if record['stuck_server'] or record['server_in_error']:
             self.c.compute.post('/servers/%s/action' % sid, json={
                 'os-resetState': {'state': 'active'}})
             steps.append('openstack server set --state active %s' % sid)
         if record['leaked'] and self.has_audit():
             rc, out = self.audit_delete()
-            steps.append('nova-manage placement audit --delete '
-                         '(rc %d)' % rc)
+            # NOTE: 4: orphaned allocations found and deleted; 0: none
+            record['audit_rc'] = rc
+            steps.append('nova-manage placement audit --delete')
         for uuid in record['leaked'] + record['held_by_stuck']:
             if self.allocations(uuid):
                 self.c.placement.delete('/allocations/%s' % uuid)
@@ -371,7 +495,8 @@ def summary(rec):
             len(rec['repair']), _books(rec, 'after_repair_'),
             len(rec['after_repair_leaked']) + len(
                 rec['after_repair_held_by_stuck']))
-    return line + '; next move %s' % (
+    return line + '; server moves again %s; next move on the host %s' % (
+        'ok' if rec['server_usable'] else 'FAILED',
         'ok' if rec['next_move_ok'] else 'FAILED')
 
 

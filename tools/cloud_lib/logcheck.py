@@ -24,6 +24,7 @@ the symptoms of a double free on a host with dedicated CPUs) are
 counted per compute and fail a compute that ran the wrapper.
 """
 
+import os
 import re
 
 from cloud_lib import pinning
@@ -60,6 +61,27 @@ def _errors(path):
                 probes.add(key)
     probe = sum(1 for key in errors if key in probes)
     return len(errors), probe, ours
+
+
+def ours_in(directory):
+    """Every log in ``directory`` with ERROR/CRITICAL lines of ours.
+
+    For runs that restart, kill and cut off computes on purpose (faults,
+    load): Nova's own errors are what the faults make; ours never are.
+
+    :returns: problems, one per log
+    """
+    problems = []
+    for name in sorted(os.listdir(directory)):
+        path = os.path.join(directory, name)
+        if not os.path.isfile(path):
+            continue
+        _total, _probe, ours = _errors(path)
+        if ours:
+            problems.append('%s: %d ERROR/CRITICAL lines from '
+                            'nova_revert_lock, first: %s' % (
+                                path, len(ours), ours[0]))
+    return problems
 
 
 def check(services):
