@@ -158,14 +158,18 @@ class TestUp(Base):
         self.assertEqual([], again.state.running())
 
 
-class TestComputeConfiguration(Base):
+class CloudBase(Base):
+    """A cloud's layout in a temporary state directory, nothing started."""
 
     def setUp(self):
-        super(TestComputeConfiguration, self).setUp()
+        super(CloudBase, self).setUp()
         self.c = cloud.Cloud(os.path.join(self.tmp, 'state'))
         os.makedirs(self.c.etc)
         self.c.ports = {'rabbitmq': 5672, 'keystone': 5000, 'mariadb': 3306,
                         'nova-api': 8774}
+
+
+class TestComputeConfiguration(CloudBase):
 
     def test_revert_lock_section_from_the_devstack_writer(self):
         text = open(self.c.write_compute_conf('h1')).read()
@@ -264,14 +268,10 @@ PROBE = [
 ]
 
 
-class TestPartition(Base):
+class TestPartition(CloudBase):
 
     def setUp(self):
         super(TestPartition, self).setUp()
-        self.c = cloud.Cloud(os.path.join(self.tmp, 'state'))
-        os.makedirs(self.c.etc)
-        self.c.ports = {'rabbitmq': 5672, 'keystone': 5000, 'mariadb': 3306,
-                        'nova-api': 8774}
         self.c.state = procs.State(self.c.state_dir)
         self.host = cloud.COMPUTES[1][0]
         self.calls = []

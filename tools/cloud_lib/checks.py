@@ -813,13 +813,14 @@ def cmd_sequence(args):
 #: what a fault may leave, counted per scenario and mode; the last two:
 #: how many runs needed the operator's repair, and how many it did not
 #: set right (books, allocations, the server still stuck)
-FAULT_MEASURES = ('books_wrong', 'negative', 'leaked', 'missing',
+FAULT_MEASURES = ('books_wrong', 'pins_wrong', 'pins_shared', 'negative',
+                  'leaked', 'missing',
                   'stuck_migrations', 'stuck_server', 'server_in_error',
                   'next_move_failed', 'server_unusable', 'repaired',
                   'repair_failed')
 #: what the extension must never leave, whatever plain Nova does
-MUST_NOT = ('books_wrong', 'negative', 'repair_failed', 'next_move_failed',
-            'server_unusable')
+MUST_NOT = ('books_wrong', 'pins_shared', 'negative', 'repair_failed',
+            'next_move_failed', 'server_unusable')
 
 
 def _repair_failed(r):
@@ -832,6 +833,8 @@ def _repair_failed(r):
                 r['after_repair_missing'] or
                 r['after_repair_stuck_server'] or
                 r['after_repair_server_in_error'] or
+                r.get('after_repair_pins_wrong') or
+                r.get('after_repair_pins_shared') or
                 r['after_repair_negative'])
 
 
@@ -847,6 +850,9 @@ def _fault_counts(records):
             continue
         row['runs'] += 1
         row['books_wrong'] += bool(r['books_wrong'])
+        row['pins_wrong'] += bool(r.get('pins_wrong'))
+        row['pins_shared'] += bool(r.get('pins_shared') or
+                                   r.get('after_repair_pins_shared'))
         row['negative'] += bool(r['negative'] or
                                 r.get('after_repair_negative'))
         row['leaked'] += len(r['leaked'])

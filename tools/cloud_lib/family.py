@@ -253,17 +253,6 @@ class Family(soak_mod.Soak):
         rec['under'].extend(_r['under'])
         return rec
 
-    def delete(self, sids):
-        for sid in sids:
-            try:
-                self.c.compute.delete('/servers/%s' % sid)
-            except Exception:  # noqa: BLE001 - best effort clean-up
-                pass
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and any(
-                s['id'] in sids for s in self.servers()):
-            time.sleep(0.5)
-
 
 def _family():
     clients = rest.Clients(rest.env_clouds_yaml())

@@ -53,6 +53,7 @@ import sys
 import time
 
 from cloud_lib import bootstrap
+from cloud_lib import pinning
 from cloud_lib import rest
 from cloud_lib import soak as soak_mod
 
@@ -130,7 +131,9 @@ class Runner(object):
         self.c = rest.Clients(rest.env_clouds_yaml())
         images = self.c.image.get('/v2/images', params={
             'name': bootstrap.IMAGE_NAME}).json()['images']
-        self.soak = soak_mod.Soak(self.c, images[0]['id'])
+        # NOTE: on libvirt computes, the pinned CPUs' books and the guests
+        self.soak = soak_mod.Soak(self.c, images[0]['id'],
+                                  pins=pinning.Reader.from_env())
         self.manage = os.path.join(os.path.dirname(sys.executable),
                                    'nova-manage')
 
@@ -182,45 +185,41 @@ class Runner(object):
             universal_newlines=True, timeout=300)
         return proc.returncode, proc.stdout.strip()
 
-    def outage(self, host, service):
-        """Stop ``service``, let ``host`` go on into it, start it again."""
-        started = time.monotonic()
-        rc, out = self.cloud('infra', 'stop', service)
-        try:
-            if rc != 0:
-                raise NotRun('%s could not be stopped: %s' % (
-                    service, out[-500:]))
-        finally:
-            with open(os.path.join(self._dir(host), 'fault.resume'),
-                      'w') as f:
-                f.write('go\n')
-        time.sleep(OUTAGE_S)
-        rc, out = self.cloud('infra', 'start', service)
-        if rc != 0:
-            raise NotRun('%s did not start again: %s' % (service,
-                                                         out[-500:]))
-        return round(time.monotonic() - started, 1)
+    def hold(self, paused, start, end, seconds, what):
+        """Run ``start``, let ``paused`` go on, ``end`` after ``seconds``.
 
-    def partition(self, paused, target):
-        """Cut ``target`` off, let ``paused`` go on, heal after CUT_S."""
+        ``start`` and ``end`` are ``tools/cloud`` arguments; the paused
+        host is let go whether ``start`` worked or not (it must not wait
+        out PAUSE_S), and ``end`` runs whatever happened meanwhile.
+        """
         started = time.monotonic()
-        rc, out = self.cloud('partition', 'cut', target)
+        rc, out = self.cloud(*start)
         try:
             if rc != 0:
-                raise NotRun('%s could not be cut off: %s' % (
-                    target, out[-500:]))
+                raise NotRun('%s: %s' % (what, out[-500:]))
         finally:
             with open(os.path.join(self._dir(paused), 'fault.resume'),
                       'w') as f:
                 f.write('go\n')
         try:
-            time.sleep(CUT_S)
+            time.sleep(seconds)
         finally:
-            rc, out = self.cloud('partition', 'heal', target)
+            rc, out = self.cloud(*end)
         if rc != 0:
-            raise NotRun('%s could not be reconnected: %s' % (
-                target, out[-500:]))
+            raise NotRun('%s, undoing it failed: %s' % (what, out[-500:]))
         return round(time.monotonic() - started, 1)
+
+    def outage(self, host, service):
+        """Stop ``service``, let ``host`` go on into it, start it again."""
+        return self.hold(host, ('infra', 'stop', service),
+                         ('infra', 'start', service), OUTAGE_S,
+                         '%s stopped' % service)
+
+    def partition(self, paused, target):
+        """Cut ``target`` off, let ``paused`` go on, heal after CUT_S."""
+        return self.hold(paused, ('partition', 'cut', target),
+                         ('partition', 'heal', target), CUT_S,
+                         '%s cut off' % target)
 
     def live_migrate_and_abort(self, sid):
         """Start a live migration of ``sid``, abort it once running.
@@ -260,23 +259,6 @@ class Runner(object):
             microversion='2.59').json()['migrations'],
             key=lambda m: m['id'])
 
-    def allocations(self, consumer):
-        return self.c.placement.get('/allocations/%s' % consumer).json()[
-            'allocations']
-
-    def at_rest(self):
-        """Per host what the servers at rest hold, or None if one moves."""
-        out = {h: [0, 0] for h in self.soak.providers()}
-        for s in self.soak.servers():
-            if s.get('OS-EXT-STS:task_state') or s['status'] not in (
-                    'ACTIVE', 'SHUTOFF', 'ERROR'):
-                return None
-            host = s.get('OS-EXT-SRV-ATTR:host')
-            if host in out:
-                out[host][0] += s['flavor']['vcpus']
-                out[host][1] += s['flavor']['ram']
-        return out
-
     # -- one scenario ------------------------------------------------------
 
     def run(self, name, action, victim_role, spec, outage, n):
@@ -288,6 +270,10 @@ class Runner(object):
         record['server'] = sid
         try:
             self.soak.wait(sid, 'ACTIVE')
+            if action == LIVE and self.soak.pins is not None:
+                raise NotRun('the libvirt computes of this cloud do not '
+                             'live-migrate between their daemons; the '
+                             'fake driver runs this scenario')
             if action == LIVE:
                 # NOTE: armed before the move (only its rollback reaches
                 # the points named); the destination is the scheduler's,
@@ -363,7 +349,7 @@ class Runner(object):
             hyp, plc = self.soak.hypervisors(), self.soak.placement()
             negative.extend({'host': h, 'reading': list(v)}
                             for h, v in hyp.items() if min(v) < 0)
-            expected = self.at_rest()
+            expected = self.soak.at_rest()
             right = expected is not None and all(
                 tuple(hyp.get(h, ())) == tuple(v) and
                 tuple(plc.get(h, ())) == tuple(v)
@@ -375,6 +361,7 @@ class Runner(object):
             time.sleep(1)
         s = self.soak.server(sid)
         out = {}
+        out['pins_wrong'], out['pins_shared'] = self.pins()
         out['server_state'] = [s['status'], s.get('OS-EXT-STS:task_state')]
         out['server_in_error'] = s['status'] == 'ERROR'
         if s['status'] == 'ERROR':
@@ -391,11 +378,11 @@ class Runner(object):
                                    if m['status'] not in FINAL]
         out['leaked'] = [m['uuid'] for m in migrations
                          if m['status'] in FINAL and
-                         self.allocations(m['uuid'])]
+                         self.soak.allocations(m['uuid'])]
         out['held_by_stuck'] = [m['uuid'] for m in migrations
                                 if m['status'] not in FINAL and
-                                self.allocations(m['uuid'])]
-        out['missing'] = not self.allocations(sid)
+                                self.soak.allocations(m['uuid'])]
+        out['missing'] = not self.soak.allocations(sid)
         # NOTE: VERIFY_RESIZE is a state the user leaves (confirm or
         # revert) only while the migration is `finished`; past that the
         # server is as stuck as one left in a task state.
@@ -405,6 +392,25 @@ class Runner(object):
         for k, v in out.items():
             record[prefix + k] = v
         return out
+
+    def pins(self):
+        """On libvirt computes: (NUMA books wrong, CPUs shared).
+
+        The books are Nova's pinned CPUs of each compute node; they must
+        equal the CPUs its guests are pinned to (given the usage books'
+        settle time), and no two running guests may share one.
+        """
+        if self.soak.pins is None:
+            return [], []
+        deadline = time.monotonic() + soak_mod.SETTLE
+        while True:
+            try:
+                books, shared = pinning.judge(self.soak.pins.reading())
+            except Exception as e:  # noqa: BLE001 - judged, not raised
+                books, shared = ['pinning not read: %s' % e], []
+            if not books or time.monotonic() > deadline:
+                return books, shared
+            time.sleep(0.5)
 
     def repair(self, record, sid):
         """The documented operator steps, in order; then judged again.
@@ -425,7 +431,7 @@ class Runner(object):
             record['audit_rc'] = rc
             steps.append('nova-manage placement audit --delete')
         for uuid in record['leaked'] + record['held_by_stuck']:
-            if self.allocations(uuid):
+            if self.soak.allocations(uuid):
                 self.c.placement.delete('/allocations/%s' % uuid)
                 steps.append('openstack resource provider allocation '
                              'delete %s' % uuid)
@@ -469,13 +475,9 @@ class Runner(object):
                 # NOTE: the documented way out of a stuck move
                 self.c.compute.post('/servers/%s/action' % sid, json={
                     'os-resetState': {'state': 'error'}})
-            self.c.compute.delete('/servers/%s' % sid)
         except Exception:  # noqa: BLE001 - best effort
-            return
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and any(
-                x['id'] == sid for x in self.soak.servers()):
-            time.sleep(0.5)
+            pass
+        self.soak.delete([sid])
 
 
 def _books(rec, prefix=''):

@@ -126,20 +126,8 @@ class Load(object):
                                           if m.get('dest')})})
         return rec
 
-    def at_rest(self):
-        out = {h: [0, 0] for h in self.soak.providers()}
-        for s in self.soak.servers():
-            if s.get('OS-EXT-STS:task_state') or s['status'] not in (
-                    'ACTIVE', 'SHUTOFF', 'ERROR'):
-                return None
-            host = s.get('OS-EXT-SRV-ATTR:host')
-            if host in out:
-                out[host][0] += s['flavor']['vcpus']
-                out[host][1] += s['flavor']['ram']
-        return out
-
     def judge(self):
-        expected = self.at_rest()
+        expected = self.soak.at_rest()
         rec = {'at_rest': expected is not None}
         if expected is None:
             rec['books_wrong'] = True
@@ -156,33 +144,21 @@ class Load(object):
             if s['status'] == 'ERROR':
                 in_error.append({'server': sid, 'fault': (
                     s.get('fault') or {}).get('message')})
-            if not self.allocations(sid):
+            if not self.soak.allocations(sid):
                 missing.append(sid)
             for m in self.c.compute.get(
                     '/os-migrations', params={'instance_uuid': sid},
                     microversion='2.59').json()['migrations']:
                 if m['status'] not in FINAL:
                     stuck.append(m['uuid'])
-                elif self.allocations(m['uuid']):
+                elif self.soak.allocations(m['uuid']):
                     leaked.append(m['uuid'])
         rec.update({'leaked': leaked, 'stuck_migrations': stuck,
                     'missing': missing, 'in_error': in_error})
         return rec
 
-    def allocations(self, consumer):
-        return self.c.placement.get('/allocations/%s' % consumer).json()[
-            'allocations']
-
     def clean(self):
-        for sid in self.sids:
-            try:
-                self.c.compute.delete('/servers/%s' % sid)
-            except Exception:  # noqa: BLE001 - best effort clean-up
-                pass
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and any(
-                s['id'] in self.sids for s in self.soak.servers()):
-            time.sleep(0.5)
+        self.soak.delete(self.sids, timeout=120)
 
 
 def bad(rec):

@@ -125,6 +125,36 @@ class Soak(object):
     def server(self, sid):
         return self.c.compute.get('/servers/%s' % sid).json()['server']
 
+    def allocations(self, consumer):
+        """Placement's allocations of ``consumer`` (a server, a migration)."""
+        return self.c.placement.get('/allocations/%s' % consumer).json()[
+            'allocations']
+
+    def at_rest(self):
+        """Per host what the servers hold, or None while one moves."""
+        out = {h: [0, 0] for h in self.providers()}
+        for s in self.servers():
+            if s.get('OS-EXT-STS:task_state') or s['status'] not in (
+                    'ACTIVE', 'SHUTOFF', 'ERROR'):
+                return None
+            host = s.get('OS-EXT-SRV-ATTR:host')
+            if host in out:
+                out[host][0] += s['flavor']['vcpus']
+                out[host][1] += s['flavor']['ram']
+        return out
+
+    def delete(self, sids, timeout=60):
+        """Delete the servers ``sids``, wait up to ``timeout`` s for it."""
+        for sid in sids:
+            try:
+                self.c.compute.delete('/servers/%s' % sid)
+            except Exception:  # noqa: BLE001 - best effort clean-up
+                pass
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and any(
+                s['id'] in sids for s in self.servers()):
+            time.sleep(0.5)
+
     def error_detail(self, sid):
         """Why a server is in ERROR.
 
