@@ -161,11 +161,15 @@ class Load(object):
         self.soak.delete(self.sids, timeout=120)
 
 
+#: what a round must not leave with the extension (``tools/cloud load``
+#: fails on any of them, reported per round as ``problems``)
+MUST_NOT = ('books_wrong', 'negative_readings', 'leaked', 'stuck_migrations',
+            'missing', 'in_error', 'move_errors')
+
+
 def bad(rec):
-    """What a round left that must not be (checks.LOAD_MUST_NOT)."""
-    return [k for k in ('books_wrong', 'negative_readings', 'leaked',
-                        'stuck_migrations', 'missing', 'in_error',
-                        'move_errors') if rec.get(k)]
+    """What a round left of ``MUST_NOT``."""
+    return [k for k in MUST_NOT if rec.get(k)]
 
 
 def main(argv=None):
@@ -187,6 +191,7 @@ def main(argv=None):
         for n in range(args.rounds):
             rec = load.round(n)
             rec['mode'] = args.mode
+            rec['problems'] = bad(rec)
             records.append(rec)
             sys.stdout.write(
                 'load %-7s round %d: %d moves in %.0fs onto %s: %s\n' % (
