@@ -45,7 +45,6 @@ from unittest import mock
 from nova.conductor import manager as conductor_manager
 from nova import exception
 from nova import objects
-from nova.objects import base as objects_base
 from nova.tests.functional.api import client
 
 from nova_revert_lock.mixins import base as mixin_base
@@ -89,12 +88,8 @@ class _IncomingWindowBase(test_source_window_pinning._PinningWindowBase):
             conductor_manager.ConductorManager())
 
     def _periodic_through_conductor(self, host):
-        saved = objects_base.NovaObject.indirection_api
-        objects_base.NovaObject.indirection_api = self.indirection
-        try:
+        with self.indirection.installed():
             self._periodic(host)
-        finally:
-            objects_base.NovaObject.indirection_api = saved
 
     def _pinned_on_host(self, host):
         return base.pinned_pcpus(self._tracker(host))

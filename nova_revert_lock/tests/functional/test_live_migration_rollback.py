@@ -46,7 +46,6 @@ import oslo_messaging
 
 from nova.conductor import manager as conductor_manager
 from nova import objects
-from nova.objects import base as objects_base
 
 from nova_revert_lock import activation
 from nova_revert_lock import locking
@@ -277,12 +276,8 @@ class LiveMigrationRollbackTest(_RollbackBase):
             conductor_manager.ConductorManager())
 
         def through_conductor(orig_call, *args, **kwargs):
-            saved = objects_base.NovaObject.indirection_api
-            objects_base.NovaObject.indirection_api = indirection
-            try:
+            with indirection.installed():
                 return orig_call(*args, **kwargs)
-            finally:
-                objects_base.NovaObject.indirection_api = saved
 
         hooks.wrap(self, 'nova.compute.rpcapi.ComputeAPI.'
                    'drop_move_claim_at_destination', through_conductor)

@@ -40,7 +40,6 @@ import eventlet
 from nova.compute import resource_tracker
 from nova.conductor import manager as conductor_manager
 from nova import context as nova_context
-from nova.objects import base as objects_base
 from nova import service
 from nova.tests.functional import integrated_helpers
 
@@ -238,15 +237,13 @@ class SourceWindowTest(_WindowTestBase):
             conductor_manager.ConductorManager())
         rt = self.tracker(host)
         composed = type(rt)
-        saved = objects_base.NovaObject.indirection_api
-        objects_base.NovaObject.indirection_api = indirection
         if plain:
             rt.__class__ = resource_tracker.ResourceTracker
         try:
-            self.run_periodic(host)
+            with indirection.installed():
+                self.run_periodic(host)
         finally:
             rt.__class__ = composed
-            objects_base.NovaObject.indirection_api = saved
         # NOTE: the service group's heartbeat (Service.save) runs on its
         # own timer and may land in either run.
         return [call for call in indirection.calls if call != 'Service.save']
@@ -478,12 +475,8 @@ class DestWindowTest(_WindowTestBase):
         # nova-compute's go to the conductor.
         indirection = test_source_window_flip.SerializingIndirection(
             conductor_manager.ConductorManager())
-        saved = objects_base.NovaObject.indirection_api
-        objects_base.NovaObject.indirection_api = indirection
-        try:
+        with indirection.installed():
             super(DestWindowTest, self)._run_probe_periodic(host)
-        finally:
-            objects_base.NovaObject.indirection_api = saved
         self.dest_calls.extend(indirection.calls)
 
     def setUp(self):

@@ -47,6 +47,8 @@ sends every remotable call through the RPC serialization a real
 nova-compute's conductor calls get: the look-up must work there too.
 """
 
+import contextlib
+
 from nova.compute import rpcapi as compute_rpcapi
 from nova.compute import task_states
 from nova.compute import vm_states
@@ -89,6 +91,19 @@ class SerializingIndirection(object):
         self.manager = conductor_manager
         self.serializer = objects_base.NovaObjectSerializer()
         self.calls = []
+        self._live = False
+
+    @contextlib.contextmanager
+    def installed(self):
+        """Send every object call through this indirection meanwhile."""
+        saved = objects_base.NovaObject.indirection_api
+        objects_base.NovaObject.indirection_api = self
+        self._live = True
+        try:
+            yield self
+        finally:
+            self._live = False
+            objects_base.NovaObject.indirection_api = saved
 
     def _wire(self, context, value):
         sent = jsonutils.loads(jsonutils.dumps(
@@ -97,7 +112,12 @@ class SerializingIndirection(object):
 
     def _remote(self, context, method, *args):
         args = [self._wire(context, a) for a in args]
-        saved = objects_base.NovaObject.indirection_api
+        # NOTE: the conductor runs the call on the database itself. The
+        # indirection is one class attribute for every greenthread, and
+        # another one (the test polling the API) may call through it too:
+        # put it back only while it is still installed, or a call that
+        # outlives installed() would leave it in place for good (the
+        # source's own saves then ran through it twice).
         objects_base.NovaObject.indirection_api = None
         try:
             result = getattr(self.manager, method)(context, *args)
@@ -105,7 +125,8 @@ class SerializingIndirection(object):
             # What the RPC server sends back: the original exception.
             raise e.exc_info[1]
         finally:
-            objects_base.NovaObject.indirection_api = saved
+            if self._live:
+                objects_base.NovaObject.indirection_api = self
         return self._wire(context, result)
 
     def object_class_action_versions(self, context, objname, objmethod,
@@ -279,14 +300,10 @@ class FlipProbeMixin(object):
                         (ret_step, lambda: ret(server['id']))]
         self.pending.sort(key=lambda p: ORDER.index(p[0]))
         self.probing = True
-        saved = objects_base.NovaObject.indirection_api
-        if self.serialize:
-            objects_base.NovaObject.indirection_api = self.indirection
-        try:
+        with (self.indirection.installed() if self.serialize
+              else contextlib.ExitStack()):
             self.reach('start')
             self.run_periodic(self.source)
-        finally:
-            objects_base.NovaObject.indirection_api = saved
         self.reach('end')
         self.probing = False
         vcpus = self.vcpus_used(self.source)
@@ -417,11 +434,7 @@ class SourceWindowFlipCanary(_FlipTestBase):
         # The look-up this package shipped first: a changes-since
         # datetime, which the conductor receives as a string.
         ctxt = nova_context.get_admin_context()
-        saved = objects_base.NovaObject.indirection_api
-        objects_base.NovaObject.indirection_api = self.indirection
-        try:
+        with self.indirection.installed():
             self.assertRaises(
                 AttributeError, objects.MigrationList.get_by_filters, ctxt,
                 {'status': 'reverted', 'changes-since': timeutils.utcnow()})
-        finally:
-            objects_base.NovaObject.indirection_api = saved
