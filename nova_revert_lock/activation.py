@@ -44,15 +44,6 @@ from nova_revert_lock import report as nrl_report
 
 LOG = logging.getLogger(__name__)
 
-# NOTE: the states, re-exported: callers compare reports against them.
-PATCHED = nrl_report.PATCHED
-ALREADY_FIXED = nrl_report.ALREADY_FIXED
-INCOMPLETE = nrl_report.INCOMPLETE
-REFUSED = nrl_report.REFUSED
-DISABLED = nrl_report.DISABLED
-ActivationReport = nrl_report.ActivationReport
-
-SERVICE_BINARY = assess.SERVICE_BINARY
 #: what SERVICE_MANAGERS names while the fix is active
 MANAGER_PATH = __name__ + '.RevertLockComputeManager'
 
@@ -75,7 +66,7 @@ def _configured_manager():
     """The class SERVICE_MANAGERS names for nova-compute (not ours)."""
     from nova.compute import manager as nova_manager
     from nova import service
-    path = service.SERVICE_MANAGERS.get(SERVICE_BINARY)
+    path = service.SERVICE_MANAGERS.get(assess.SERVICE_BINARY)
     if path == MANAGER_PATH:
         path = _ACTIVE.saved_manager
     cls = importutils.import_class(path)
@@ -119,7 +110,7 @@ def _status_only_manager(report):
     shipped (the audit then reports the host as not running the
     extension, which is the truth).
     """
-    if report.state not in (ALREADY_FIXED, INCOMPLETE):
+    if report.state not in (nrl_report.ALREADY_FIXED, nrl_report.INCOMPLETE):
         return None
     try:
         assess.import_nova()
@@ -137,7 +128,7 @@ def activate(conf=None):
 
     :param conf: an oslo.config ConfigOpts (default: the global CONF, on
         which Nova registers its options)
-    :returns: :class:`ActivationReport`
+    :returns: :class:`~nova_revert_lock.report.ActivationReport`
     :raises ConfigurationError: bad ``[revert_lock]`` values (nothing is
         changed)
     :raises NovaNotAvailable: Nova cannot be imported
@@ -174,17 +165,18 @@ def _register(manager, report):
     # NOTE: the status endpoint reads the report from the class it serves,
     # so each composed class answers for the activation that built it.
     manager._nrl_report = report
-    _ACTIVE.saved_manager = service.SERVICE_MANAGERS.get(SERVICE_BINARY)
+    _ACTIVE.saved_manager = service.SERVICE_MANAGERS.get(assess.SERVICE_BINARY)
     globals()['RevertLockComputeManager'] = manager
-    service.SERVICE_MANAGERS[SERVICE_BINARY] = MANAGER_PATH
+    service.SERVICE_MANAGERS[assess.SERVICE_BINARY] = MANAGER_PATH
 
 
 def deactivate():
     """Undo :func:`activate`: nova-compute gets the manager it had."""
     if _ACTIVE.saved_manager is not None:
         from nova import service
-        if service.SERVICE_MANAGERS.get(SERVICE_BINARY) == MANAGER_PATH:
-            service.SERVICE_MANAGERS[SERVICE_BINARY] = _ACTIVE.saved_manager
+        managers = service.SERVICE_MANAGERS
+        if managers.get(assess.SERVICE_BINARY) == MANAGER_PATH:
+            managers[assess.SERVICE_BINARY] = _ACTIVE.saved_manager
     globals().pop('RevertLockComputeManager', None)
     _ACTIVE.key = _ACTIVE.report = _ACTIVE.saved_manager = None
 
@@ -195,7 +187,7 @@ def current_report():
 
 
 def _log(report):
-    if report.state == PATCHED:
+    if report.state == nrl_report.PATCHED:
         LOG.info('nova-revert-lock: applied %(mixins)s to Nova %(version)s '
                  '(%(series)s); COMPUTE_RESOURCE_SEMAPHORE taken as the '
                  'tracker takes it: %(lock)s%(aside)s',
@@ -205,7 +197,7 @@ def _log(report):
                   'aside': ('; already fixed upstream: %s'
                             % ', '.join(report.fixed_upstream)
                             if report.fixed_upstream else '')})
-    elif report.state == ALREADY_FIXED and report.mixins:
+    elif report.state == nrl_report.ALREADY_FIXED and report.mixins:
         LOG.info('nova-revert-lock: Nova %(version)s (%(series)s) already '
                  'carries the fix for bug 1879878 (standing aside: '
                  '%(aside)s); applied beyond upstream: %(mixins)s; '
@@ -214,11 +206,11 @@ def _log(report):
                  {'version': report.nova_version, 'series': report.series,
                   'aside': ', '.join(report.fixed_upstream),
                   'mixins': ', '.join(report.mixins), 'lock': report.lock})
-    elif report.state == ALREADY_FIXED:
+    elif report.state == nrl_report.ALREADY_FIXED:
         LOG.info('nova-revert-lock: Nova %s (%s) already carries the fix '
                  'for bug 1879878; standing aside', report.nova_version,
                  report.series)
-    elif report.state == INCOMPLETE:
+    elif report.state == nrl_report.INCOMPLETE:
         LOG.warning('nova-revert-lock: Nova %(version)s (%(series)s) has the '
                     'code of bug 1879878 and [revert_lock] mixins leaves '
                     'out its fixes %(missing)s: this host is NOT protected '
@@ -226,7 +218,7 @@ def _log(report):
                     {'version': report.nova_version, 'series': report.series,
                      'missing': ', '.join(report.missing),
                      'mixins': ', '.join(report.mixins) or 'nothing'})
-    elif report.state == DISABLED:
+    elif report.state == nrl_report.DISABLED:
         LOG.info('nova-revert-lock: disabled by [revert_lock] enabled')
     else:
         LOG.error('nova-revert-lock: refused to patch Nova %s: %s',

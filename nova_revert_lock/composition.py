@@ -33,8 +33,8 @@ from oslo_log import log as logging
 
 from nova_revert_lock.audit import endpoint
 from nova_revert_lock import exception
+from nova_revert_lock import fixes
 from nova_revert_lock import locking
-from nova_revert_lock import mixins
 
 LOG = logging.getLogger(__name__)
 
@@ -169,7 +169,7 @@ def compose(manager_cls, applied, lock):
             ((name, getattr(mixin, name)) for name in dir(mixin)), lock))
     stock = resource_tracker.ResourceTracker
     tracker_cls = _tracker_subclass(stock, tracker_mixins, namespace)
-    manager_mixins = tuple(i.manager for i in impls)
+    manager_mixins = tuple(i.manager for i in impls if i.manager)
     return type('RevertLockComputeManager',
                 manager_mixins + (TrackerSwap, endpoint.StatusEndpointMixin,
                                   manager_cls),
@@ -186,7 +186,7 @@ def _guarded_tracker_functions(applied, namespace):
     """Tracker functions a foreign tracker class must not override.
 
     Those the applied mixins replace or rely on, those whose lock is read
-    (:data:`~nova_revert_lock.mixins.LOCK_REFS`), and those the composed
+    (:data:`~nova_revert_lock.fixes.LOCK_REFS`), and those the composed
     tracker defines itself.
 
     :returns: dict function name -> sorted names of the mixins needing it
@@ -194,7 +194,7 @@ def _guarded_tracker_functions(applied, namespace):
     prefix = 'nova.compute.resource_tracker:ResourceTracker.'
     guarded = collections.defaultdict(set)
     names = [s.name for s, _c in applied]
-    for ref in mixins.LOCK_REFS:
+    for ref in fixes.LOCK_REFS:
         guarded[ref[len(prefix):]].update(names)
     for spec, check in applied:
         for ref in spec.refs.replaces + spec.refs.relies_on:

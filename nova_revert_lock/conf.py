@@ -18,19 +18,13 @@ nova-compute-revert-lock reads it from Nova's own configuration files
 
 from oslo_config import cfg
 
+from nova_revert_lock import fixes
+
 GROUP = cfg.OptGroup(
     'revert_lock',
     title='nova-revert-lock',
     help='Serialise resize confirm/revert with the resource tracker '
          '(Nova bug 1879878) on Nova releases that lack the fix.')
-
-#: Every mixin this package ships, in application order. A unit test
-#: keeps it equal to the ``nova_revert_lock.compute_mixins`` entry points.
-SHIPPED_MIXINS = ['confirm', 'revert', 'cross_cell_confirm',
-                  'cross_cell_revert', 'source_window',
-                  'resize_source_flavor', 'incoming_migration_context',
-                  'evacuate_under_lock', 'live_migration_rollback',
-                  'unshelve_claim']
 
 OPTS = [
     cfg.BoolOpt(
@@ -41,12 +35,12 @@ OPTS = [
              '"disabled".'),
     cfg.ListOpt(
         'mixins',
-        default=list(SHIPPED_MIXINS),
+        default=list(fixes.NAMES),
         help='Names of the compute manager mixins to apply, from the '
              'nova_revert_lock.compute_mixins entry point namespace. '
              'Default: every mixin this package ships (%s). A mixin whose '
              'fix the installed Nova already carries stands aside.'
-             % ', '.join(SHIPPED_MIXINS)),
+             % ', '.join(fixes.NAMES)),
     cfg.StrOpt(
         'on_unknown_code',
         default='fail',

@@ -18,9 +18,9 @@ and decides on it, and the status endpoint serves it to the fleet audit.
 
 import collections
 
+from nova_revert_lock import fixes
 from nova_revert_lock.guard import decision
 from nova_revert_lock.guard import releases
-from nova_revert_lock import mixins as nrl_mixins
 
 #: the host is affected and the fixes that apply are composed
 PATCHED = 'patched'
@@ -58,7 +58,7 @@ class ActivationReport(object):
     :ivar series: its series (``'ussuri'``), or ``'unknown'``
     :ivar mixins: names of the mixins applied: on ``patched``, the fixes
         for bug 1879878 and the extras; on ``already-fixed``, only the
-        extras (``mixins.EXTRAS``: beyond upstream such as
+        extras (``fixes.is_extra``: beyond upstream such as
         ``source_window``, or fixes of sibling races the installed Nova
         lacks such as ``resize_source_flavor``), if any
     :ivar problems: list of human-readable strings (why refused)
@@ -113,14 +113,14 @@ class ActivationReport(object):
     def bugs(self):
         """{bug: (what the host is to it, why)} for each bug of the family.
 
-        Per mixin of the bug (``mixins.BUGS``): applied, fixed upstream or
+        Per mixin of the bug (``fixes.BUGS``): applied, fixed upstream or
         not applicable is covered; a mixin checked but left out, or not
         checked at all (not configured, refused, disabled), leaves the
         host open to the bug, and the reason says which.
         """
         by_name = dict((c.name, c) for c in self.checks)
         out = collections.OrderedDict()
-        for bug, names in nrl_mixins.BUGS.items():
+        for bug, names in fixes.BUGS.items():
             covered, fixed, absent, open_ = [], [], [], []
             for name in names:
                 check = by_name.get(name)

@@ -55,10 +55,10 @@ import zipfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir))
 
+from nova_revert_lock import fixes  # noqa: E402
 from nova_revert_lock.guard import fingerprints  # noqa: E402
 from nova_revert_lock.guard import recognise  # noqa: E402
 from nova_revert_lock.guard import releases as nova_releases  # noqa: E402
-from nova_revert_lock import mixins  # noqa: E402
 
 TABLE_PATH = os.path.join(os.path.dirname(__file__), os.pardir,
                           'nova_revert_lock', 'guard', 'fingerprint_table.py')
@@ -101,8 +101,8 @@ SURVEYED_PATCHES = %(patches)s
 SOURCES = %(sources)s
 
 #: ``FIXED[mixin]``: the surveyed releases that carry the upstream fix
-#: of that mixin, every part of ``mixins.FIXED_WHEN[mixin]`` found as
-#: ``guard.recognise`` finds it in live code.
+#: of that mixin, every part of its ``fixed_when`` (``fixes.FIXES``)
+#: found as ``guard.recognise`` finds it in live code.
 FIXED = %(fixed)s
 
 FINGERPRINTS = {
@@ -169,7 +169,7 @@ def available_releases():
 def _wanted_files():
     """{path in a source tree: module} of the modules we survey."""
     modules = sorted({ref.split(':')[0] for ref in
-                      mixins.all_refs() + mixins.fix_refs()})
+                      fixes.all_refs() + fixes.fix_refs()})
     return {m.replace('.', '/') + '.py': m for m in modules}
 
 
@@ -267,13 +267,14 @@ def survey(releases, patched=(), git=None):
     """
     table = collections.defaultdict(lambda: collections.defaultdict(list))
     by_module = collections.defaultdict(list)
-    for ref in mixins.all_refs():
+    for ref in fixes.all_refs():
         module, path = ref.split(':')
         by_module[module].append(path)
     surveyed_patches = {}
     texts = collections.defaultdict(dict)
     provenance = {}
-    fixed = dict((name, []) for name in mixins.FIXED_WHEN)
+    fixed = collections.OrderedDict(
+        (name, []) for name, fix in fixes.FIXES.items() if fix.fixed_when)
 
     def _add(label, sources):
         for module, paths in sorted(by_module.items()):
@@ -285,8 +286,8 @@ def survey(releases, patched=(), git=None):
                 table[ref][digest].append(label)
                 texts[ref][fingerprints.source_digest(text)] = digest
         recogniser = recognise.Recogniser(recognise.TextSources(sources))
-        for name, parts in mixins.FIXED_WHEN.items():
-            if recogniser.fixed(parts):
+        for name in fixed:
+            if recogniser.fixed(fixes.FIXES[name].fixed_when):
                 fixed[name].append(label)
         print('surveyed nova %s' % label, file=sys.stderr)
 

@@ -35,6 +35,7 @@ level here: this module is imported before step 2.
 
 import sys
 
+from nova_revert_lock import report as nrl_report
 from nova_revert_lock import startup
 
 EXIT_REFUSED = 3
@@ -118,7 +119,7 @@ def prepare(argv, entry_point=None):
         LOG.error('nova-revert-lock: %s', e)
         _fail('%s' % e)
         return EXIT_CONFIG
-    if report.state == activation.REFUSED:
+    if report.state == nrl_report.REFUSED:
         message = activation.describe_refusal(report)
         if CONF.revert_lock.on_unknown_code == 'fail':
             LOG.error('%s', message)

@@ -34,6 +34,7 @@ import sys
 
 from nova_revert_lock.cmd import common
 from nova_revert_lock.cmd import status
+from nova_revert_lock import report as nrl_report
 
 EXIT_OK = common.EXIT_OK
 EXIT_NOT_PROTECTED = common.EXIT_NOT_PROTECTED
@@ -140,7 +141,7 @@ def cmd_check(args):
         print(json.dumps(report.to_dict(), indent=2, sort_keys=True))
     else:
         print(format_check_table(report))
-    if report.state in (activation.PATCHED, activation.ALREADY_FIXED):
+    if report.state in (nrl_report.PATCHED, nrl_report.ALREADY_FIXED):
         return EXIT_OK
     return EXIT_NOT_PROTECTED
 

@@ -23,7 +23,7 @@ and registering them (:mod:`nova_revert_lock.activation`) come after.
 The fixes for bug 1879878 (the core mixins) are admitted strictly: one
 that matches no code we know, a lock we cannot read or a manager that
 overrides what a core mixin needs refuses the whole activation. A mixin
-that goes beyond upstream, or fixes a sibling race (``mixins.FAMILY``),
+that goes beyond upstream, or fixes a sibling race (``fixes.FAMILY``),
 is an extra: whatever keeps it out (the same checks) leaves it out with a
 warning, and never costs the host the core fix or the other extras,
 whether or not Nova carries the core fix itself.
@@ -36,10 +36,10 @@ import stevedore
 
 from nova_revert_lock import conf as nrl_conf
 from nova_revert_lock import exception
+from nova_revert_lock import fixes
 from nova_revert_lock.guard import decision
 from nova_revert_lock.guard import releases
 from nova_revert_lock import locking
-from nova_revert_lock import mixins
 from nova_revert_lock import report as nrl_report
 
 #: the service whose manager the mixins extend
@@ -67,7 +67,7 @@ class Assessment(object):
 def available_mixins():
     """Names in the stevedore namespace, sorted."""
     return sorted(stevedore.ExtensionManager(
-        mixins.NAMESPACE, invoke_on_load=False).names())
+        fixes.NAMESPACE, invoke_on_load=False).names())
 
 
 def import_nova():
@@ -95,7 +95,7 @@ def load_specs(names):
             entrypoint.name, type(error).__name__, error))
 
     extensions = stevedore.NamedExtensionManager(
-        mixins.NAMESPACE, names, invoke_on_load=False, name_order=True,
+        fixes.NAMESPACE, names, invoke_on_load=False, name_order=True,
         on_load_failure_callback=_failed)
     return [ext.plugin for ext in extensions], failures
 
@@ -222,7 +222,7 @@ def _unconfigured_core_checks(names):
     :param names: the configured mixin names
     :returns: list of :class:`~.decision.MixinCheck`, in namespace order
     """
-    order = list(mixins.REFS)
+    order = list(fixes.NAMES)
     others = sorted(
         (name for name in available_mixins() if name not in names),
         key=lambda name: (order.index(name) if name in order else len(order),
@@ -259,7 +259,7 @@ def _admit(manager_cls, candidates, strict):
                         '%s not applied: %s' % (spec.name, reason))
 
     try:
-        lock = locking.tracker_lock(mixins.LOCK_REFS)
+        lock = locking.tracker_lock(fixes.LOCK_REFS)
     except locking.UnknownLock as e:
         lock = None
         reason = ('cannot tell how the tracker takes '

@@ -17,15 +17,15 @@ One decision (:func:`decide`) serves both the live check that runs in
 the same question of every release the fingerprint table surveyed
 (:func:`check_release`; :mod:`.matrix`). Neither imports Nova: what a
 mixin replaces, relies on, and how its upstream fix is recognised is
-declared in :mod:`nova_revert_lock.mixins`; the table says which code
+declared in :mod:`nova_revert_lock.fixes`; the table says which code
 each release ships.
 """
 
 import collections
 
+from nova_revert_lock import fixes
 from nova_revert_lock.guard import fingerprints
 from nova_revert_lock.guard import releases
-from nova_revert_lock import mixins
 
 #: outcome of a mixin check
 MATCH = 'match'
@@ -86,12 +86,12 @@ def load_table():
 
 
 def refs_of(name):
-    entry = mixins.REFS[name]
+    entry = fixes.FIXES[name]
     return list(entry.replaces) + list(entry.relies_on)
 
 
 def not_applicable_note(name, applies_from=None):
-    ref, release = applies_from or mixins.APPLIES_FROM[name]
+    ref, release = applies_from or fixes.FIXES[name].applies_from
     return ('this Nova has no %s (new in Nova %s): nothing to fix'
             % (ref.split(':', 1)[1], release))
 
@@ -171,12 +171,12 @@ def expand(specs, labels):
 def verified_releases(name, implemented, table=None):
     """{series: set of labels} the implementations were verified on.
 
-    From :data:`nova_revert_lock.mixins.VERIFIED`; a series that has an
+    From the declaration's ``verified``; a series that has an
     implementation but no declaration (a test's spec) counts every
     surveyed release of that series.
     """
     labels = set(by_release(table))
-    declared = mixins.VERIFIED.get(name, {})
+    declared = fixes.FIXES[name].verified if name in fixes.FIXES else {}
     out = {}
     for series in implemented:
         if series in declared:
@@ -193,7 +193,7 @@ def decide(name, functions, fixed, verified, table=None):
     :param functions: a :class:`~.fingerprints.FunctionCheck` per ref the
         mixin replaces or relies on
     :param fixed: True when the code carries upstream's fix
-        (:data:`nova_revert_lock.mixins.FIXED_WHEN`)
+        (the declaration's ``fixed_when``)
     :param verified: {series: labels}: the code each implementation was
         verified on (:func:`verified_releases`)
     :param table: the ``FINGERPRINTS`` mapping the functions were checked
@@ -257,13 +257,13 @@ def check_release(name, label, table=None):
     """
     table = load_table() if table is None else table
     code = by_release(table.FINGERPRINTS).get(label, {})
-    if name in mixins.APPLIES_FROM:
-        ref = mixins.APPLIES_FROM[name][0]
-        if ref not in code:
+    fix = fixes.FIXES[name]
+    if fix.applies_from is not None:
+        if fix.applies_from[0] not in code:
             return MixinCheck(name, NOT_APPLICABLE, [],
                               note=not_applicable_note(name))
     functions = []
-    relies_on = mixins.REFS[name].relies_on
+    relies_on = fix.relies_on
     for ref in refs_of(name):
         digest = code.get(ref)
         without = (fingerprints.surveyed_without(ref, table.FINGERPRINTS)
@@ -280,6 +280,5 @@ def check_release(name, label, table=None):
             functions.append(fingerprints.FunctionCheck(
                 ref, digest, table.FINGERPRINTS[ref][digest]))
     fixed = label in table.FIXED.get(name, ())
-    verified = verified_releases(
-        name, mixins.VERIFIED.get(name, {}), table.FINGERPRINTS)
+    verified = verified_releases(name, fix.verified, table.FINGERPRINTS)
     return decide(name, functions, fixed, verified, table.FINGERPRINTS)

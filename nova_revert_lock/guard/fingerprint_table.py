@@ -269,8 +269,8 @@ SOURCES = {
 }
 
 #: ``FIXED[mixin]``: the surveyed releases that carry the upstream fix
-#: of that mixin, every part of ``mixins.FIXED_WHEN[mixin]`` found as
-#: ``guard.recognise`` finds it in live code.
+#: of that mixin, every part of its ``fixed_when`` (``fixes.FIXES``)
+#: found as ``guard.recognise`` finds it in live code.
 FIXED = {
     'confirm':
         ('20.6.1+patches', '21.1.0+patches', '21.1.1', '21.1.2',

@@ -24,17 +24,17 @@ release with the default mixins is to each bug.
 
 import collections
 
+from nova_revert_lock import fixes
 from nova_revert_lock.guard import decision
 from nova_revert_lock.guard import fingerprints
 from nova_revert_lock.guard import releases
-from nova_revert_lock import mixins
 from nova_revert_lock import report
 
 
 def matrix(table=None, names=None):
     """{release: {mixin: MixinCheck}} for every surveyed release."""
     table = decision.load_table() if table is None else table
-    names = list(mixins.REFS) if names is None else names
+    names = list(fixes.NAMES) if names is None else names
     labels = fingerprints.sorted_releases(
         set(table.SURVEYED_RELEASES) | set(table.SURVEYED_PATCHES))
     return collections.OrderedDict(
@@ -65,7 +65,7 @@ def bug_verdict(checks, names):
     one applies, else fixed upstream, else not applicable.
 
     :param checks: {mixin: MixinCheck} of one release
-    :param names: the mixins that fix the bug (``mixins.BUGS``)
+    :param names: the mixins that fix the bug (``fixes.BUGS``)
     :returns: one of ``report.BUG_*``
     """
     outcomes = set(checks[name].outcome for name in names)
@@ -81,7 +81,7 @@ def bug_verdict(checks, names):
 def _bug_cells(checks):
     return collections.OrderedDict(
         (bug, bug_verdict(checks, names))
-        for bug, names in mixins.BUGS.items())
+        for bug, names in fixes.BUGS.items())
 
 
 def _mixin_cells(checks):

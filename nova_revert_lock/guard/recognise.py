@@ -14,8 +14,8 @@
 
 Distributions backport fixes without changing Nova's version, so the
 guard decides from the code whether the installed Nova carries a fix.
-A fix is declared in :data:`nova_revert_lock.mixins.FIXED_WHEN` as its
-parts, each a :class:`~nova_revert_lock.mixins.Does`: an anchor
+A fix's ``fixed_when`` (:data:`nova_revert_lock.fixes.FIXES`) lists its
+parts, each a :class:`~nova_revert_lock.fixes.Does`: an anchor
 function, an action and a name. The actions:
 
 ``calls``

@@ -12,28 +12,19 @@
 
 """What a mixin is, and how the guard decides whether it may apply.
 
-A mixin is described by a :class:`MixinSpec`, which the stevedore
-namespace ``nova_revert_lock.compute_mixins`` names. The spec says which
-upstream functions the mixin replaces and relies on, how to recognise a
-Nova that already carries the fix, and which implementation (a compute
-manager mixin class, optionally a resource tracker mixin class) to apply
-for each series whose code it was verified on.
+A mixin is its fix's declaration (:data:`nova_revert_lock.fixes.FIXES`)
+plus the classes that implement it: a :class:`MixinSpec`, which the
+stevedore namespace ``nova_revert_lock.compute_mixins`` names. The guard
+(:mod:`nova_revert_lock.guard`) checks the live Nova against the
+declaration; this module imports it, never the other way round.
 """
 
 import inspect
 
+from nova_revert_lock import fixes
 from nova_revert_lock.guard import decision
 from nova_revert_lock.guard import fingerprints
 from nova_revert_lock.guard import recognise
-from nova_revert_lock import mixins
-
-# NOTE: the verdict and its outcomes live in decision.py, which the support
-# matrix shares without importing Nova; these names are kept for callers.
-MATCH = decision.MATCH
-FIXED_UPSTREAM = decision.FIXED_UPSTREAM
-UNKNOWN = decision.UNKNOWN
-NOT_APPLICABLE = decision.NOT_APPLICABLE
-MixinCheck = decision.MixinCheck
 
 _DECLARED = object()
 
@@ -41,14 +32,15 @@ _DECLARED = object()
 class Implementation(object):
     """The classes one mixin contributes for one series.
 
-    :ivar manager: mixin class placed before Nova's ``ComputeManager``
+    :ivar manager: mixin class placed before Nova's ``ComputeManager``, or
+        None where the tracker does all the work
     :ivar tracker: mixin class placed before Nova's ``ResourceTracker`` in
         the tracker subclass the composed manager uses, or None. Methods
         marked with :func:`~nova_revert_lock.locking.\
 under_compute_resource_semaphore` get the installed tracker's lock.
     """
 
-    def __init__(self, manager, tracker=None):
+    def __init__(self, manager=None, tracker=None):
         self.manager = manager
         self.tracker = tracker
 
@@ -82,51 +74,53 @@ class Variants(object):
 class MixinSpec(object):
     """One mixin, as the stevedore namespace names it.
 
-    What the guard checks is declared in :mod:`nova_revert_lock.mixins`
-    (``REFS``, ``FIXED_WHEN``, ``APPLIES_FROM``, ``BEYOND_UPSTREAM``,
-    ``FAMILY``, ``VERIFIED``), so that the support matrix can ask the
-    same questions without importing Nova; the spec adds the classes.
-    The keyword arguments default to those declarations (tests override
-    them).
+    What the guard checks is the fix's declaration
+    (:data:`nova_revert_lock.fixes.FIXES`), which the support matrix reads
+    without importing Nova; the spec adds the classes. The keyword
+    arguments default to the declaration (tests override them).
 
     :param name: the entry point name, used in ``[revert_lock] mixins``
-    :param summary: one line for ``nova-revert-lock check``
     :param implementations: dict series name -> :class:`Implementation`
-        (or :class:`Variants` of it), one per series
-        ``mixins.VERIFIED[name]`` declares
+        (or :class:`Variants` of it), or one of them for every series the
+        declaration's ``verified`` names
+    :param summary: one line for ``nova-revert-lock check``
     :param fixed_upstream: callable returning True when the installed
         Nova already carries this fix
-    :param applies_from: ``(ref, release)``: the upstream function that
-        came with the feature this mixin fixes, and the first release
-        that has it. On a Nova without it there is nothing to fix: the
-        check says :data:`NOT_APPLICABLE`. A Nova that has the function
-        but not the code we know is still UNKNOWN.
+    :param applies_from: ``(ref, release)``: see
+        :func:`nova_revert_lock.fixes.declare`. On a Nova without that
+        function there is nothing to fix: the check says
+        NOT_APPLICABLE. A Nova that has the function but not the code we
+        know is still UNKNOWN.
     """
 
-    def __init__(self, name, summary, implementations, fixed_upstream=None,
-                 applies_from=_DECLARED):
+    def __init__(self, name, implementations, summary=None,
+                 fixed_upstream=None, applies_from=_DECLARED):
         self.name = name
-        self.summary = summary
-        self.refs = mixins.REFS[name]
+        #: the declaration: what it replaces and relies on
+        self.refs = fix = fixes.FIXES[name]
+        self.summary = fix.summary if summary is None else summary
+        if isinstance(implementations, (Implementation, Variants)):
+            implementations = dict.fromkeys(fix.verified, implementations)
         self.implementations = implementations
         self._fixed_upstream = fixed_upstream
-        self.beyond_upstream = name in mixins.BEYOND_UPSTREAM
+        self.beyond_upstream = fix.kind == fixes.BEYOND_UPSTREAM
         #: admitted alone, with a warning when it cannot apply, rather
-        #: than refusing the activation (``mixins.EXTRAS``)
-        self.extra = name in mixins.EXTRAS
-        self.applies_from = (mixins.APPLIES_FROM.get(name)
-                             if applies_from is _DECLARED else applies_from)
+        #: than refusing the activation
+        self.extra = fixes.is_extra(name)
+        self.applies_from = (fix.applies_from if applies_from is _DECLARED
+                             else applies_from)
 
     def fixed_upstream(self):
         """True when the installed Nova already carries this fix.
 
-        Decided from what the code does (``mixins.FIXED_WHEN``, every
-        part of the fix; :mod:`~nova_revert_lock.guard.recognise`), since
-        distributions backport without changing the version.
+        Decided from what the code does (the declaration's
+        ``fixed_when``, every part of the fix;
+        :mod:`~nova_revert_lock.guard.recognise`), since distributions
+        backport without changing the version.
         """
         if self._fixed_upstream is not None:
             return self._fixed_upstream()
-        return recognise.fixed_live(mixins.FIXED_WHEN.get(self.name, ()))
+        return recognise.fixed_live(self.refs.fixed_when)
 
     def _not_applicable(self):
         """A NOT_APPLICABLE check, or None if the feature exists here."""
@@ -135,13 +129,14 @@ class MixinSpec(object):
         try:
             fingerprints.resolve(self.applies_from[0])
         except (ImportError, AttributeError, KeyError):
-            return MixinCheck(self.name, NOT_APPLICABLE, [],
-                              note=decision.not_applicable_note(
-                                  self.name, self.applies_from))
+            return decision.MixinCheck(
+                self.name, decision.NOT_APPLICABLE, [],
+                note=decision.not_applicable_note(self.name,
+                                                  self.applies_from))
         return None
 
     def check(self, table=None):
-        """Check the live Nova; return a :class:`MixinCheck`.
+        """Check the live Nova; return a :class:`~.decision.MixinCheck`.
 
         :param table: a ``FINGERPRINTS`` mapping (default: the generated
             table); see :func:`~nova_revert_lock.decision.decide`

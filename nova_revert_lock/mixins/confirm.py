@@ -33,18 +33,7 @@ claim drop are still apart there, so the race is the same; the variant
 for that code (:class:`KeptFlavorsConfirmUnderLockMixin`) leaves the
 flavors to its ``confirm_resize``.
 
-Upstream functions (``mixins.REFS['confirm']``)
------------------------------------------------
-
-Replaces:
-
-* ``ComputeManager._confirm_resize``
-
-Relies on:
-
-* ``ComputeManager.confirm_resize``
-* ``ResourceTracker.drop_move_claim``
-* ``ResourceTracker._update_usage_from_migrations``
+What it replaces and relies on: ``fixes.FIXES['confirm']``.
 """
 
 from nova.compute import power_state
@@ -202,8 +191,4 @@ _IMPLEMENTATION = base.Variants(_flavors_kept_by_caller, {
         tracker=SourceClaimDropTracker),
 })
 
-SPEC = base.MixinSpec(
-    name='confirm',
-    summary='confirm (source): status, claim drop and migration context '
-            'under COMPUTE_RESOURCE_SEMAPHORE',
-    implementations={'train': _IMPLEMENTATION, 'ussuri': _IMPLEMENTATION})
+SPEC = base.MixinSpec('confirm', _IMPLEMENTATION)

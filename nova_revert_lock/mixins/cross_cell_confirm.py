@@ -29,20 +29,7 @@ the migration-context drop form one critical section, the tracker's
 ``drop_move_claim_at_source``, the same one the same-cell ``confirm``
 mixin uses.
 
-Upstream functions (``mixins.REFS['cross_cell_confirm']``)
-----------------------------------------------------------
-
-Replaces:
-
-* ``ComputeManager._confirm_snapshot_based_resize_at_source``
-
-Relies on:
-
-* ``ComputeManager.confirm_snapshot_based_resize_at_source``
-* ``ResourceTracker.drop_move_claim``
-* ``ResourceTracker._update_usage_from_migrations``
-* ``ConfirmResizeTask._cleanup_source_host``
-* ``ConfirmResizeTask._execute``
+What it replaces and relies on: ``fixes.FIXES['cross_cell_confirm']``.
 """
 
 from oslo_log import log as logging
@@ -91,12 +78,6 @@ class CrossCellConfirmUnderLockMixin(object):
         self.rt.drop_move_claim_at_source(ctxt, instance, migration)
 
 
-SPEC = base.MixinSpec(
-    name='cross_cell_confirm',
-    summary='cross-cell confirm (source cell): status, claim drop and '
-            'migration context under COMPUTE_RESOURCE_SEMAPHORE',
-    implementations={
-        'ussuri': base.Implementation(
-            manager=CrossCellConfirmUnderLockMixin,
-            tracker=confirm.SourceClaimDropTracker),
-    })
+SPEC = base.MixinSpec('cross_cell_confirm', base.Implementation(
+    manager=CrossCellConfirmUnderLockMixin,
+    tracker=confirm.SourceClaimDropTracker))

@@ -37,24 +37,7 @@ The fix, as upstream's (21.1.1):
   succeeds or not, as the resource tracker reads them while the
   migration is in progress.
 
-Upstream functions (``mixins.REFS['cross_cell_revert']``)
----------------------------------------------------------
-
-Replaces:
-
-* ``ComputeManager._revert_snapshot_based_resize_at_dest``
-* ``ComputeManager.finish_revert_snapshot_based_resize_at_source``
-* ``ComputeManager._finish_revert_snapshot_based_resize_at_source``
-
-Relies on:
-
-* ``ComputeManager.revert_snapshot_based_resize_at_dest``
-* ``ComputeManager._set_instance_info``
-* ``ResourceTracker.drop_move_claim``
-* ``ResourceTracker._update_usage_from_migrations``
-* ``Instance.revert_migration_context``
-* ``RevertResizeTask._update_instance_in_source_cell``
-* ``RevertResizeTask._execute``
+What it replaces and relies on: ``fixes.FIXES['cross_cell_revert']``.
 """
 
 from nova.compute import manager as nova_manager
@@ -269,13 +252,6 @@ class CrossCellRevertUnderLockMixin(object):
         instance.save()
 
 
-SPEC = base.MixinSpec(
-    name='cross_cell_revert',
-    summary='cross-cell revert (target cell): status, claim drop and '
-            'migration context under COMPUTE_RESOURCE_SEMAPHORE; stashed '
-            'flavors kept until the source is done',
-    implementations={
-        'ussuri': base.Implementation(
-            manager=CrossCellRevertUnderLockMixin,
-            tracker=revert.DestClaimDropTracker),
-    })
+SPEC = base.MixinSpec('cross_cell_revert', base.Implementation(
+    manager=CrossCellRevertUnderLockMixin,
+    tracker=revert.DestClaimDropTracker))

@@ -38,21 +38,7 @@ tracker method is named ``_nrl_finish_evacuation``, so that it never
 shadows upstream's ``finish_evacuation``; where the code carries
 upstream's fix the mixin stands aside anyway.
 
-Upstream functions (``mixins.REFS['evacuate_under_lock']``)
------------------------------------------------------------
-
-Replaces:
-
-* ``ComputeManager.rebuild_instance``
-
-Relies on:
-
-* ``ComputeManager._do_rebuild_instance_with_claim``
-* ``ComputeManager._set_migration_status``
-* ``ResourceTracker.rebuild_claim``
-* ``ResourceTracker.delete_allocation_for_evacuated_instance``
-* ``ResourceTracker._update_usage_from_migrations``
-* ``Instance.apply_migration_context``
+What it replaces and relies on: ``fixes.FIXES['evacuate_under_lock']``.
 """
 
 from nova.compute import claims
@@ -280,13 +266,9 @@ class TrainEvacuateUnderLockMixin(EvacuateUnderLockMixin):
             instance_uuid=instance.uuid, reason=e.format_message())
 
 
-SPEC = base.MixinSpec(
-    name='evacuate_under_lock',
-    summary='evacuate (destination): host, node, migration context and '
-            'status under COMPUTE_RESOURCE_SEMAPHORE (bug 1896463)',
-    implementations={
-        'train': base.Implementation(
-            manager=TrainEvacuateUnderLockMixin, tracker=EvacuationTracker),
-        'ussuri': base.Implementation(
-            manager=EvacuateUnderLockMixin, tracker=EvacuationTracker),
-    })
+SPEC = base.MixinSpec('evacuate_under_lock', {
+    'train': base.Implementation(
+        manager=TrainEvacuateUnderLockMixin, tracker=EvacuationTracker),
+    'ussuri': base.Implementation(
+        manager=EvacuateUnderLockMixin, tracker=EvacuationTracker),
+})

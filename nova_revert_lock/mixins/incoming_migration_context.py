@@ -60,20 +60,7 @@ new topology while it is in progress, as upstream does, and an instance
 back on its source after a revert, its migration context not dropped yet,
 is counted as it is: its migration is ``reverted``, not in progress.
 
-Upstream functions (``mixins.REFS['incoming_migration_context']``)
-------------------------------------------------------------------
-
-Replaces:
-
-* ``ResourceTracker._update_usage_from_instances``
-* ``ResourceTracker._pair_instances_to_migrations``
-
-Relies on:
-
-* ``ResourceTracker._update_available_resource``
-* ``ResourceTracker._update_usage_from_instance``
-* ``Instance.apply_migration_context``
-* ``ComputeManager._finish_resize``
+What it replaces and relies on: ``fixes.FIXES['incoming_migration_context']``.
 """
 
 from oslo_log import log as logging
@@ -139,23 +126,8 @@ class IncomingMigrationContextTracker(object):
             instance.apply_migration_context()
 
 
-class IncomingMigrationContextMixin(object):
-    """Manager side: nothing to change.
-
-    The destination's tracker subclass does the work.
-    """
-
-
-_IMPLEMENTATION = base.Implementation(
-    manager=IncomingMigrationContextMixin,
-    tracker=IncomingMigrationContextTracker)
-
-SPEC = base.MixinSpec(
-    name='incoming_migration_context',
-    summary='resize (destination): count an incoming instance with its '
-            'migration context applied (bugs 1953359, 1952915)',
-    # NOTE: one implementation: it uses the list each series' periodic
-    # body reads (from Victoria on, with the 'error' migrations).
-    implementations={'train': _IMPLEMENTATION, 'ussuri': _IMPLEMENTATION,
-                     'victoria': _IMPLEMENTATION,
-                     'wallaby': _IMPLEMENTATION, 'xena': _IMPLEMENTATION})
+# NOTE: one implementation for every series it was verified on: it uses
+# the list each series' periodic body reads (from Victoria on, with the
+# 'error' migrations).
+SPEC = base.MixinSpec('incoming_migration_context', base.Implementation(
+    tracker=IncomingMigrationContextTracker))

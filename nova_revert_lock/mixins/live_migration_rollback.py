@@ -73,20 +73,7 @@ What a compute-side fix can and cannot close
   hold no destination claim through the migration context and are not
   touched.
 
-Upstream functions (``mixins.REFS['live_migration_rollback']``)
----------------------------------------------------------------
-
-Replaces:
-
-* ``ComputeManager.drop_move_claim_at_destination``
-* ``ResourceTracker._update_usage_from_migrations``
-* ``ResourceTracker._update_usage_from_migration``
-
-Relies on:
-
-* ``ComputeManager._rollback_live_migration``
-* ``ComputeManager._get_nodename``
-* ``ResourceTracker.drop_move_claim``
+What it replaces and relies on: ``fixes.FIXES['live_migration_rollback']``.
 """
 
 from nova.compute import manager as nova_manager
@@ -194,20 +181,9 @@ class LiveMigrationRollbackMixin(object):
             context, instance, nodename)
 
 
-_IMPLEMENTATION = base.Implementation(
-    manager=LiveMigrationRollbackMixin, tracker=LiveMigrationRollbackTracker)
-
-SPEC = base.MixinSpec(
-    name='live_migration_rollback',
-    summary='live migration rollback (destination): the dropped claim '
-            'stays uncounted, under COMPUTE_RESOURCE_SEMAPHORE (bug 1894095)',
-    # NOTE: one implementation for every series in mixins.VERIFIED: the
-    # method takes the same arguments and calls the same tracker method
-    # in all of them (only the flavor parameter's name differs), and the
-    # periodic task counts each migration through the same tracker
-    # methods.
-    implementations={'train': _IMPLEMENTATION, 'ussuri': _IMPLEMENTATION,
-                     'victoria': _IMPLEMENTATION,
-                     'wallaby': _IMPLEMENTATION, 'xena': _IMPLEMENTATION,
-                     'yoga': _IMPLEMENTATION, 'zed': _IMPLEMENTATION,
-                     '2025.1': _IMPLEMENTATION})
+# NOTE: one implementation for every series it was verified on: the
+# method takes the same arguments and calls the same tracker method in all
+# of them (only the flavor parameter's name differs), and the periodic
+# task counts each migration through the same tracker methods.
+SPEC = base.MixinSpec('live_migration_rollback', base.Implementation(
+    manager=LiveMigrationRollbackMixin, tracker=LiveMigrationRollbackTracker))

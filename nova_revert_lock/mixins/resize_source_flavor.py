@@ -33,20 +33,7 @@ the instance from the database, and one save writes both. The
 destination's ``finish_resize`` stashes the same flavor again, so a
 destination on any release sees nothing new.
 
-Upstream functions (``mixins.REFS['resize_source_flavor']``)
-------------------------------------------------------------
-
-Replaces:
-
-* ``ComputeManager._resize_instance``
-
-Relies on:
-
-* ``ComputeManager.resize_instance``
-* ``ComputeManager._finish_resize``
-* ``ResourceTracker._update_usage_from_migrations``
-* ``ResourceTracker._update_usage_from_migration``
-* ``ResourceTracker._get_instance_type``
+What it replaces and relies on: ``fixes.FIXES['resize_source_flavor']``.
 """
 
 from nova.compute import manager as nova_manager
@@ -155,14 +142,10 @@ class TrainSourceFlavorMixin(SourceFlavorMixin):
             context, instance, obj_base.obj_to_primitive(migration))
 
 
-SPEC = base.MixinSpec(
-    name='resize_source_flavor',
-    summary='resize (source): stash old_flavor in the save that moves the '
-            'instance to the destination (bug 1944759)',
-    implementations={
-        'train': base.Implementation(manager=TrainSourceFlavorMixin),
-        'ussuri': base.Implementation(manager=SourceFlavorMixin),
-        'victoria': base.Implementation(manager=VictoriaSourceFlavorMixin),
-        'wallaby': base.Implementation(manager=VictoriaSourceFlavorMixin),
-        'xena': base.Implementation(manager=VictoriaSourceFlavorMixin),
-    })
+SPEC = base.MixinSpec('resize_source_flavor', {
+    'train': base.Implementation(manager=TrainSourceFlavorMixin),
+    'ussuri': base.Implementation(manager=SourceFlavorMixin),
+    'victoria': base.Implementation(manager=VictoriaSourceFlavorMixin),
+    'wallaby': base.Implementation(manager=VictoriaSourceFlavorMixin),
+    'xena': base.Implementation(manager=VictoriaSourceFlavorMixin),
+})

@@ -24,20 +24,7 @@ section under ``COMPUTE_RESOURCE_SEMAPHORE``, in upstream's order (the
 instance record last), so that a failure inside it never persists an
 instance whose NUMA topology and pinning are not its host's.
 
-Upstream functions (``mixins.REFS['revert']``)
-----------------------------------------------
-
-Replaces:
-
-* ``ComputeManager.revert_resize``
-
-Relies on:
-
-* ``ComputeManager.finish_revert_resize``
-* ``ComputeManager._finish_revert_resize``
-* ``ResourceTracker.drop_move_claim``
-* ``ResourceTracker._update_usage_from_migrations``
-* ``Instance.revert_migration_context``
+What it replaces and relies on: ``fixes.FIXES['revert']``.
 """
 
 from nova.compute import manager as nova_manager
@@ -162,13 +149,9 @@ class TrainRevertUnderLockMixin(RevertUnderLockMixin):
         return obj_base.obj_to_primitive(migration)
 
 
-SPEC = base.MixinSpec(
-    name='revert',
-    summary='revert (destination): status, claim drop and migration '
-            'context under COMPUTE_RESOURCE_SEMAPHORE',
-    implementations={
-        'train': base.Implementation(
-            manager=TrainRevertUnderLockMixin, tracker=DestClaimDropTracker),
-        'ussuri': base.Implementation(
-            manager=RevertUnderLockMixin, tracker=DestClaimDropTracker),
-    })
+SPEC = base.MixinSpec('revert', {
+    'train': base.Implementation(
+        manager=TrainRevertUnderLockMixin, tracker=DestClaimDropTracker),
+    'ussuri': base.Implementation(
+        manager=RevertUnderLockMixin, tracker=DestClaimDropTracker),
+})

@@ -116,26 +116,7 @@ is not noted cannot have left the list since the last run without this
 host's ``resize_instance`` having run. Drivers that cannot resize
 (Ironic) skip all of it.
 
-Upstream functions (``mixins.REFS['source_window']``)
------------------------------------------------------
-
-Replaces:
-
-* ``ResourceTracker._update_available_resource``
-
-Relies on:
-
-* ``ResourceTracker._pair_instances_to_migrations``
-* ``ResourceTracker._update_usage_from_migrations``
-* ``ResourceTracker._update_usage_from_migration``
-* ``ResourceTracker._update_usage_from_instance``
-* ``ResourceTracker._update_usage_from_instances``
-* ``ComputeManager.revert_resize``
-* ``ComputeManager.finish_revert_resize``
-* ``ComputeManager.resize_instance``
-* ``ComputeManager.confirm_resize``
-* ``MigrationList.get_by_filters``
-* ``InstanceList.get_by_filters``
+What it replaces and relies on: ``fixes.FIXES['source_window']``.
 """
 
 import collections
@@ -560,20 +541,9 @@ class SourceWindowMixin(object):
                 forget(migration)
 
 
-_IMPLEMENTATION = base.Implementation(
-    manager=SourceWindowMixin, tracker=SourceWindowTracker)
-
-SPEC = base.MixinSpec(
-    name='source_window',
-    summary='revert: count the instance on the source, not on the '
-            'destination, until finish_revert_resize has brought it back '
-            '(beyond upstream)',
-    # NOTE: one implementation for every series whose code was read
-    # (mixins.VERIFIED): the periodic body reads the node's instances, then
-    # its migrations, then pairs them, in all of them, and the revert flips
-    # the migration, drops the destination claim and casts to the source
-    # in that order.
-    implementations={'train': _IMPLEMENTATION, 'ussuri': _IMPLEMENTATION,
-                     'victoria': _IMPLEMENTATION, 'yoga': _IMPLEMENTATION,
-                     'zed': _IMPLEMENTATION, '2023.1': _IMPLEMENTATION,
-                     '2025.1': _IMPLEMENTATION, '2026.2': _IMPLEMENTATION})
+# NOTE: one implementation for every series whose code was read: the
+# periodic body reads the node's instances, then its migrations, then
+# pairs them, in all of them, and the revert flips the migration, drops
+# the destination claim and casts to the source in that order.
+SPEC = base.MixinSpec('source_window', base.Implementation(
+    manager=SourceWindowMixin, tracker=SourceWindowTracker))

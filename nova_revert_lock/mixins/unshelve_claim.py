@@ -55,20 +55,7 @@ enter the usage (vCPU, RAM, disk, NUMA, PCI), only ``running_vms`` and
 the ``stats`` the scheduler's ``NumInstancesFilter`` and ``IoOpsFilter``
 read.
 
-Upstream functions (``mixins.REFS['unshelve_claim']``)
-------------------------------------------------------
-
-Replaces:
-
-* ``ResourceTracker._update_usage_from_instances``
-* ``ResourceTracker._update_usage_from_instance``
-* ``Stats.update_stats_for_instance``
-
-Relies on:
-
-* ``ComputeManager._unshelve_instance``
-* ``ResourceTracker.instance_claim``
-* ``Stats._extract_state_from_instance``
+What it replaces and relies on: ``fixes.FIXES['unshelve_claim']``.
 """
 
 from nova.compute import stats as compute_stats
@@ -195,25 +182,7 @@ class UnshelveClaimTracker(object):
         return stats
 
 
-class UnshelveClaimMixin(object):
-    """Manager side: nothing to change.
-
-    The compute manager's own code stays upstream's; the tracker subclass
-    the composed manager uses does the work.
-    """
-
-
-_IMPLEMENTATION = base.Implementation(
-    manager=UnshelveClaimMixin, tracker=UnshelveClaimTracker)
-
-SPEC = base.MixinSpec(
-    name='unshelve_claim',
-    summary='unshelve (destination): keep tracking the server while it '
-            'spawns (bug 2025480)',
-    # NOTE: one implementation for every series whose code it was verified
-    # on (mixins.VERIFIED): the functions it replaces are the same code
-    # from 20.0.0 to 28.0.x.
-    implementations={'train': _IMPLEMENTATION, 'ussuri': _IMPLEMENTATION,
-                     'victoria': _IMPLEMENTATION,
-                     'wallaby': _IMPLEMENTATION, 'xena': _IMPLEMENTATION,
-                     'yoga': _IMPLEMENTATION})
+# NOTE: one implementation for every series it was verified on: the
+# functions it replaces are the same code from 20.0.0 to 28.0.x.
+SPEC = base.MixinSpec('unshelve_claim', base.Implementation(
+    tracker=UnshelveClaimTracker))

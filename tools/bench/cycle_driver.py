@@ -63,8 +63,8 @@ class Bench(object):
         import eventlet
         from nova import objects
 
+        from nova_revert_lock import fixes
         from nova_revert_lock import locking
-        from nova_revert_lock import mixins
         # NOTE: imported here, in the mode process: the driver imports
         # this module too, and importing the test package monkey patches.
         from nova_revert_lock.tests.functional import hooks
@@ -94,7 +94,7 @@ class Bench(object):
         self.periodic = None
         self.server = None
         self.vcpus = 1
-        self.probe = locking.tracker_lock(mixins.LOCK_REFS).synchronized()(
+        self.probe = locking.tracker_lock(fixes.LOCK_REFS).synchronized()(
             _nrl_bench_probe)
 
         # NOTE: what the guard says of this Nova, read before the hooks
@@ -104,7 +104,7 @@ class Bench(object):
         self.nova_state = str(activation.build().state)
         self.books = books.Books(self.usage, self.sections)
         self.tracer = locktrace.LockTracer(
-            locking.tracker_lock(mixins.LOCK_REFS).name, self._released)
+            locking.tracker_lock(fixes.LOCK_REFS).name, self._released)
         case.stub_out('oslo_concurrency.lockutils.lock', self.tracer.lock)
         self._install_yields()
         self._install_hooks()

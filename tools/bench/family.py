@@ -221,13 +221,13 @@ class Cycle(object):
         self._install(case)
 
     def _install(self, case):
+        from nova_revert_lock import fixes
         from nova_revert_lock import locking
-        from nova_revert_lock import mixins
         from nova_revert_lock.tests.functional import hooks
 
         cycle = self
         tracer = locktrace.LockTracer(
-            locking.tracker_lock(mixins.LOCK_REFS).name, self._released)
+            locking.tracker_lock(fixes.LOCK_REFS).name, self._released)
         case.stub_out('oslo_concurrency.lockutils.lock', tracer.lock)
         self.tracer = tracer
         for name in self.spec['stalls']:

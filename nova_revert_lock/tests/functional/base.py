@@ -50,6 +50,7 @@ from nova.tests.functional.api import client
 
 from nova_revert_lock import activation
 from nova_revert_lock import conf as nrl_conf
+from nova_revert_lock import report as nrl_report
 from nova_revert_lock.tests.functional import hooks
 
 CONF = cfg.CONF
@@ -83,7 +84,7 @@ def lists_error_migrations():
 def nova_is_affected():
     """True if the installed Nova lacks the fix (so a canary must fail)."""
     report = activation.build()
-    return report.state == activation.PATCHED
+    return report.state == nrl_report.PATCHED
 
 
 #: Set to 1 to run every test on plain Nova: see ExtensionFixtureMixin.

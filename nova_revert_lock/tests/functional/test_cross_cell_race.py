@@ -49,7 +49,7 @@ except ImportError:
     raise unittest.SkipTest('the installed Nova has no cross-cell '
                             'resize')
 
-from nova_revert_lock import activation
+from nova_revert_lock import report as nrl_report
 from nova_revert_lock.tests.functional import base
 from nova_revert_lock.tests.functional import hooks
 
@@ -274,9 +274,9 @@ class CrossCellRaceTest(_CrossCellCase):
         super(CrossCellRaceTest, self).setUp()
         report = self.activation_report
         self.assertIn(str(report.state),
-                      (activation.PATCHED, activation.ALREADY_FIXED),
+                      (nrl_report.PATCHED, nrl_report.ALREADY_FIXED),
                       report.problems)
-        if report.state == activation.PATCHED:
+        if report.state == nrl_report.PATCHED:
             self.assertIn('cross_cell_confirm', report.mixins)
             self.assertIn('cross_cell_revert', report.mixins)
 

@@ -47,6 +47,7 @@ from nova import exception
 from nova import objects
 from nova.tests.functional.api import client
 
+from nova_revert_lock.guard import decision
 from nova_revert_lock.mixins import base as mixin_base
 from nova_revert_lock.mixins import incoming_migration_context
 from nova_revert_lock.mixins import source_window
@@ -160,7 +161,7 @@ class IncomingMigrationContextTest(_IncomingWindowBase):
         if nova_has_fix():
             self.skipTest('the installed Nova carries the fix for bug '
                           '1953359: the mixin stands aside')
-        if source_window.SPEC.check().outcome != mixin_base.MATCH:
+        if source_window.SPEC.check().outcome != decision.MATCH:
             # 22.0.0-22.3.0: its periodic body is not verified there.
             self.skipTest('source_window does not apply to the installed '
                           'Nova')

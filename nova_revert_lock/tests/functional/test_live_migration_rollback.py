@@ -48,8 +48,8 @@ from nova.conductor import manager as conductor_manager
 from nova import objects
 
 from nova_revert_lock import activation
+from nova_revert_lock import fixes
 from nova_revert_lock import locking
-from nova_revert_lock import mixins
 from nova_revert_lock.mixins import base as mixin_base
 from nova_revert_lock.mixins import live_migration_rollback
 from nova_revert_lock.tests.functional import hooks
@@ -323,7 +323,7 @@ class LiveMigrationRollbackTest(_RollbackBase):
         server_a, _server_b = self._boot_both()
         # NOTE: in this framework every compute shares the one lock: it is
         # taken only once the source asks, the destination's claim made.
-        lock = locking.tracker_lock(mixins.LOCK_REFS)
+        lock = locking.tracker_lock(fixes.LOCK_REFS)
         release = eventlet.event.Event()
         holding = eventlet.event.Event()
         holders = []

@@ -26,9 +26,9 @@ from nova.compute import resource_tracker
 from nova.tests.functional import integrated_helpers
 from oslo_config import cfg
 
-from nova_revert_lock import activation
 from nova_revert_lock import conf as nrl_conf
 from nova_revert_lock import locking
+from nova_revert_lock import report as nrl_report
 from nova_revert_lock.tests.functional import base
 from nova_revert_lock.tests.functional import test_same_cell_race
 
@@ -77,7 +77,7 @@ class OtherKindOfLockRaceTest(base.ExtensionFixtureMixin, base.RaceMixin,
         # NOTE: where Nova has cross-cell resize, its fixes are left out
         # too: composed, but reported incomplete.
         self.assertIn(self.activation_report.state,
-                      (activation.PATCHED, activation.INCOMPLETE),
+                      (nrl_report.PATCHED, nrl_report.INCOMPLETE),
                       self.activation_report.problems)
         self.assertLessEqual(
             set(self.activation_report.missing),

@@ -36,7 +36,7 @@ except ImportError:
     raise unittest.SkipTest('the installed Nova has no cross-cell '
                             'resize')
 
-from nova_revert_lock import activation
+from nova_revert_lock import report as nrl_report
 from nova_revert_lock.tests.functional import base
 
 
@@ -57,7 +57,7 @@ class NovaCrossCellSuite(base.ExtensionFixtureMixin,
         _relax_rpc_timeout(self)
         report = self.activation_report
         self.assertIn(str(report.state),
-                      (activation.PATCHED, activation.ALREADY_FIXED),
+                      (nrl_report.PATCHED, nrl_report.ALREADY_FIXED),
                       report.problems)
 
 

@@ -46,8 +46,8 @@ import unittest
 
 import testtools
 
-from nova_revert_lock import activation
 from nova_revert_lock.guard import releases
+from nova_revert_lock import report as nrl_report
 from nova_revert_lock.tests.functional import base
 
 try:
@@ -112,9 +112,9 @@ else:
             # manager (or that the installed Nova needs none).
             report = self.activation_report
             self.assertIn(report.state,
-                          (activation.PATCHED, activation.ALREADY_FIXED),
+                          (nrl_report.PATCHED, nrl_report.ALREADY_FIXED),
                           report.problems)
-            if report.state == activation.PATCHED:
+            if report.state == nrl_report.PATCHED:
                 for compute in (self.compute1, self.compute2):
                     self.assertIsInstance(compute.manager, report.manager)
             # No release this module runs on carries upstream's fix for

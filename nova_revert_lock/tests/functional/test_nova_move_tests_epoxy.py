@@ -29,9 +29,9 @@ import testtools
 
 from nova.tests.functional import test_servers
 
-from nova_revert_lock import activation
+from nova_revert_lock import fixes
 from nova_revert_lock.guard import releases
-from nova_revert_lock import mixins
+from nova_revert_lock import report as nrl_report
 from nova_revert_lock.tests.functional import base
 
 #: tests of ServerMovingTests that go through resize/migrate/confirm/revert
@@ -59,13 +59,13 @@ class ServerMovingTestsWithExtension(base.ExtensionFixtureMixin,
                           releases.installed_nova_version())
         super(ServerMovingTestsWithExtension, self).setUp()
         report = self.activation_report
-        self.assertEqual(activation.ALREADY_FIXED, report.state,
+        self.assertEqual(nrl_report.ALREADY_FIXED, report.state,
                          report.problems)
         # What applies depends on the release (source_window, the family's
         # mixins where upstream lacks their fix), never a 1879878 fix.
         self.assertTrue(report.mixins)
         self.assertEqual(
-            [], [m for m in report.mixins if m in mixins.BUGS['1879878']])
+            [], [m for m in report.mixins if m in fixes.BUGS['1879878']])
         self.assertEqual('RevertLockComputeManager',
                          type(self.compute1.manager).__name__)
 

@@ -28,7 +28,7 @@ are kept (:func:`~.test_nova_move_tests.is_move_test`). A class the
 installed release lacks is left out.
 """
 
-from nova_revert_lock import activation
+from nova_revert_lock import report as nrl_report
 from nova_revert_lock.tests.functional import base
 from nova_revert_lock.tests.functional import test_nova_move_tests
 
@@ -47,7 +47,7 @@ class _Activated(base.ExtensionFixtureMixin):
         super(_Activated, self).setUp()
         report = self.activation_report
         self.assertIn(report.state,
-                      (activation.PATCHED, activation.ALREADY_FIXED),
+                      (nrl_report.PATCHED, nrl_report.ALREADY_FIXED),
                       report.problems)
         # Applied, or standing aside for upstream's own fix.
         self.assertIn('incoming_migration_context',

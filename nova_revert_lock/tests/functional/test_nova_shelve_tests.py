@@ -33,7 +33,7 @@ import inspect
 import re
 import unittest
 
-from nova_revert_lock import activation
+from nova_revert_lock import report as nrl_report
 from nova_revert_lock.tests.functional import base
 
 #: Nova's functional test modules with shelve tests (each optional).
@@ -63,7 +63,7 @@ class _Activated(base.ExtensionFixtureMixin):
         super(_Activated, self).setUp()
         report = self.activation_report
         self.assertIn(report.state,
-                      (activation.PATCHED, activation.ALREADY_FIXED),
+                      (nrl_report.PATCHED, nrl_report.ALREADY_FIXED),
                       report.problems)
         # Applied where the installed Nova lacks upstream's fix.
         self.assertTrue('unshelve_claim' in report.mixins or

@@ -35,9 +35,9 @@ import eventlet
 from nova.tests.functional import integrated_helpers
 import testscenarios
 
-from nova_revert_lock import activation
+from nova_revert_lock import fixes
 from nova_revert_lock import locking
-from nova_revert_lock import mixins
+from nova_revert_lock import report as nrl_report
 from nova_revert_lock.tests.functional import base
 from nova_revert_lock.tests.functional import faults
 
@@ -182,7 +182,7 @@ class _FaultScenarios(faults.OutcomeMixin):
 
     def _patched(self):
         return (self.activation_report is not None and
-                self.activation_report.state == activation.PATCHED)
+                self.activation_report.state == nrl_report.PATCHED)
 
 
 class FaultsWithExtensionTest(base.ExtensionFixtureMixin, base.RaceMixin,
@@ -208,7 +208,7 @@ class LockCheckCanary(base.ExtensionFixtureMixin, base.RaceMixin,
     """The lock check above would see a lock left held."""
 
     def test_held_lock_is_seen(self):
-        lock = locking.tracker_lock(mixins.LOCK_REFS)
+        lock = locking.tracker_lock(fixes.LOCK_REFS)
         holder = eventlet.spawn(lock.synchronized()(eventlet.sleep), 3)
         eventlet.sleep(0)   # let it take the lock
         self.assertEqual(sorted(self.hosts),

@@ -33,6 +33,7 @@ from nova.tests.functional import integrated_helpers
 import testscenarios
 
 from nova_revert_lock import activation
+from nova_revert_lock import report as nrl_report
 from nova_revert_lock.tests.functional import base
 from nova_revert_lock.tests.functional import faults
 
@@ -60,7 +61,7 @@ class MixedFleetTest(base.ExtensionFixtureMixin, base.RaceMixin,
         if host in self.patched_hosts:
             report = activation.activate()
             self.assertIn(str(report.state),
-                          (activation.PATCHED, activation.ALREADY_FIXED),
+                          (nrl_report.PATCHED, nrl_report.ALREADY_FIXED),
                           report.problems)
         try:
             return super(MixedFleetTest, self)._start_compute(

@@ -35,6 +35,7 @@ import textwrap
 from oslotest import base
 
 from nova_revert_lock import activation
+from nova_revert_lock import report as nrl_report
 
 PLAIN = 'nova.compute.manager.ComputeManager'
 
@@ -192,7 +193,7 @@ class WrapperRefusalTest(base.BaseTestCase):
 
     def test_unknown_extra_starts_with_the_fix(self):
         """source_window's unknown code never stops the 1879878 fix."""
-        if self.installed != activation.PATCHED:
+        if self.installed != nrl_report.PATCHED:
             self.skipTest('the installed Nova is not an affected release')
         result = self._run('extra-unknown',
                            '[revert_lock]\non_unknown_code = fail\n')
@@ -207,7 +208,7 @@ class WrapperRefusalTest(base.BaseTestCase):
 
     def test_patched_starts_composed_manager(self):
         """The contrast: the same probe sees the composed manager."""
-        if self.installed != activation.PATCHED:
+        if self.installed != nrl_report.PATCHED:
             self.skipTest('the installed Nova is not an affected release')
         result = self._run('as-is', '')
         self.assertEqual(0, result['code'], result['stderr'])

@@ -22,12 +22,12 @@ from nova import conf as nova_conf
 from nova import rpc as nova_rpc
 from nova.tests.functional import integrated_helpers
 
-from nova_revert_lock import activation
 from nova_revert_lock.audit import client
 from nova_revert_lock.audit import endpoint
 from nova_revert_lock.audit import query
 from nova_revert_lock.audit import rows
 from nova_revert_lock.audit import targets
+from nova_revert_lock import report as nrl_report
 from nova_revert_lock import stats
 from nova_revert_lock.tests.functional import base
 from nova_revert_lock.tests.functional import test_same_cell_race
@@ -60,7 +60,7 @@ class StatusEndpointTest(base.ExtensionFixtureMixin, base.RaceMixin,
         super(StatusEndpointTest, self).setUp()
         self.report = self.activation_report
         self.assertIn(str(self.report.state),
-                      (activation.PATCHED, activation.ALREADY_FIXED),
+                      (nrl_report.PATCHED, nrl_report.ALREADY_FIXED),
                       self.report.problems)
         self.api = client.StatusAPI(nova_rpc.TRANSPORT, timeout=30)
 
@@ -92,7 +92,7 @@ class StatusEndpointTest(base.ExtensionFixtureMixin, base.RaceMixin,
                     before['critical_sections_by_kind'].get('confirm', 0))
         self.assertEqual(before['critical_section_errors'],
                          status['critical_section_errors'])
-        if self.report.state == activation.PATCHED:
+        if self.report.state == nrl_report.PATCHED:
             self.assertIn('confirm', status['mixins'])
             # the one confirm ran in our critical section
             self.assertEqual(1, confirms)

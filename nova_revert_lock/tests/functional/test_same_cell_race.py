@@ -21,7 +21,7 @@ race tests above would prove nothing.
 
 from nova.tests.functional import integrated_helpers
 
-from nova_revert_lock import activation
+from nova_revert_lock import report as nrl_report
 from nova_revert_lock.tests.functional import base
 
 
@@ -76,7 +76,7 @@ class ConfirmRevertRaceTest(base.ExtensionFixtureMixin, base.RaceMixin,
     def setUp(self):
         super(ConfirmRevertRaceTest, self).setUp()
         self.assertIn(str(self.activation_report.state),
-                      (activation.PATCHED, activation.ALREADY_FIXED),
+                      (nrl_report.PATCHED, nrl_report.ALREADY_FIXED),
                       self.activation_report.problems)
 
     def test_confirm_raced_by_periodic(self):

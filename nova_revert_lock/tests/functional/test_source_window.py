@@ -43,9 +43,10 @@ from nova import context as nova_context
 from nova import service
 from nova.tests.functional import integrated_helpers
 
-from nova_revert_lock import activation
-from nova_revert_lock.mixins import base as mixin_base
+from nova_revert_lock.guard import assess
+from nova_revert_lock.guard import decision
 from nova_revert_lock.mixins import source_window
+from nova_revert_lock import report as nrl_report
 from nova_revert_lock.tests.functional import base
 from nova_revert_lock.tests.functional import hooks
 from nova_revert_lock.tests.functional import test_source_window_flip
@@ -58,7 +59,7 @@ LANDED = 'after-host-save'
 def window_fixed_upstream():
     """True if the installed Nova closes the window itself (none does)."""
     check = source_window.SPEC.check()
-    return check.outcome == mixin_base.FIXED_UPSTREAM
+    return check.outcome == decision.FIXED_UPSTREAM
 
 
 class WindowProbeMixin(object):
@@ -89,7 +90,7 @@ class WindowProbeMixin(object):
         if not (self.extension and host in self.plain_hosts):
             return super(WindowProbeMixin, self)._start_compute(
                 host, *args, **kwargs)
-        key = activation.SERVICE_BINARY
+        key = assess.SERVICE_BINARY
         saved = service.SERVICE_MANAGERS[key]
         service.SERVICE_MANAGERS[key] = PLAIN_MANAGER
         try:
@@ -208,7 +209,7 @@ class SourceWindowTest(_WindowTestBase):
         super(SourceWindowTest, self).setUp()
         report = self.activation_report
         self.assertIn(str(report.state),
-                      (activation.PATCHED, activation.ALREADY_FIXED),
+                      (nrl_report.PATCHED, nrl_report.ALREADY_FIXED),
                       report.problems)
         self.assertIn('source_window', report.mixins)
 

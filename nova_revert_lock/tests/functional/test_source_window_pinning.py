@@ -44,7 +44,7 @@ try:
 except ImportError:  # Nova < 23
     from nova.tests.unit.virt.libvirt import fakelibvirt
 
-from nova_revert_lock import activation
+from nova_revert_lock import report as nrl_report
 from nova_revert_lock.tests.functional import base
 from nova_revert_lock.tests.functional import hooks
 from nova_revert_lock.tests.functional import test_source_window
@@ -231,7 +231,7 @@ class SourceWindowPinningTest(_PinningWindowBase):
         super(SourceWindowPinningTest, self).setUp()
         self.assertIn('source_window', self.activation_report.mixins)
         self.assertIn(str(self.activation_report.state),
-                      (activation.PATCHED, activation.ALREADY_FIXED))
+                      (nrl_report.PATCHED, nrl_report.ALREADY_FIXED))
 
     def test_no_pcpu_double_booked(self):
         pcpus_a, pcpus_b = self._pinned_server_in_window()

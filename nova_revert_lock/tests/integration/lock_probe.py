@@ -40,6 +40,7 @@ import sys
 import time
 
 from nova_revert_lock.cmd import compute as cmd_compute
+from nova_revert_lock import fixes
 from nova_revert_lock import startup
 
 #: how long the periodic is given to enter while the lock is held
@@ -117,9 +118,8 @@ def probe(argv):
 
     from nova_revert_lock import activation
     from nova_revert_lock import locking
-    from nova_revert_lock import mixins
 
-    spec = locking.tracker_lock(mixins.LOCK_REFS)
+    spec = locking.tracker_lock(fixes.LOCK_REFS)
     periodic = resource_tracker.ResourceTracker._update_available_resource
     result = {
         'nova_version': entry_point.version,

@@ -25,15 +25,17 @@ import fixtures
 from oslo_config import cfg
 from oslo_config import fixture as config_fixture
 from oslotest import base
+import stevedore
 
 from nova_revert_lock import activation
 from nova_revert_lock import composition
 from nova_revert_lock import conf as nrl_conf
 from nova_revert_lock import exception
+from nova_revert_lock import fixes
 from nova_revert_lock.guard import assess
 from nova_revert_lock.guard import fingerprint_table
 from nova_revert_lock import locking
-from nova_revert_lock import mixins
+from nova_revert_lock import report as nrl_report
 
 
 class ActivationTestCase(base.BaseTestCase):
@@ -52,16 +54,19 @@ class ActivationTestCase(base.BaseTestCase):
     def _managers_unchanged(self):
         self.assertEqual(self.original, self.service.SERVICE_MANAGERS)
 
-    def test_shipped_mixins_are_the_entry_points(self):
-        self.assertEqual(sorted(nrl_conf.SHIPPED_MIXINS),
-                         assess.available_mixins())
-        self.assertEqual(sorted(nrl_conf.SHIPPED_MIXINS),
-                         sorted(mixins.REFS))
+    def test_declarations_are_the_entry_points(self):
+        # setup.cfg names one entry point per declaration, and each names
+        # the spec of the module of that name.
+        self.assertEqual(sorted(fixes.NAMES), assess.available_mixins())
+        for ext in stevedore.ExtensionManager(fixes.NAMESPACE):
+            self.assertEqual(ext.name, ext.plugin.name)
+            self.assertEqual('nova_revert_lock.mixins.%s:SPEC' % ext.name,
+                             ext.entry_point_target)
 
     def test_activate_is_idempotent_and_reversible(self):
         first = activation.activate(self.conf)
         self.assertIs(first, activation.activate(self.conf))
-        if first.state == activation.PATCHED:
+        if first.state == nrl_report.PATCHED:
             self.assertEqual(
                 activation.MANAGER_PATH,
                 self.service.SERVICE_MANAGERS['nova-compute'])
@@ -79,7 +84,7 @@ class ActivationTestCase(base.BaseTestCase):
         after = (dict(vars(manager.ComputeManager)),
                  dict(vars(resource_tracker.ResourceTracker)))
         self.assertEqual(before, after)
-        if report.state == activation.PATCHED:
+        if report.state == nrl_report.PATCHED:
             composed = report.manager
             self.assertTrue(issubclass(composed, manager.ComputeManager))
             tracker = composed._nrl_tracker_class
@@ -91,7 +96,7 @@ class ActivationTestCase(base.BaseTestCase):
         activation.activate(self.conf)
         self.conf.set_override('enabled', False, group='revert_lock')
         report = activation.activate(self.conf)
-        self.assertEqual(activation.DISABLED, report.state)
+        self.assertEqual(nrl_report.DISABLED, report.state)
         self._managers_unchanged()
 
     def test_disabled(self):
@@ -108,7 +113,7 @@ class ActivationTestCase(base.BaseTestCase):
         e = self.assertRaises(exception.ConfigurationError,
                               activation.activate, self.conf)
         self.assertIn('bogus', str(e))
-        for name in nrl_conf.SHIPPED_MIXINS:
+        for name in list(fixes.NAMES):
             self.assertIn(name, str(e))
         self._managers_unchanged()
 
@@ -128,11 +133,11 @@ class ActivationTestCase(base.BaseTestCase):
         self._managers_unchanged()
 
     def test_unknown_code_is_refused_and_names_functions(self):
-        if self.expected.state != activation.PATCHED:
+        if self.expected.state != nrl_report.PATCHED:
             self.skipTest('installed Nova is not an affected release')
         with mock.patch.dict(fingerprint_table.FINGERPRINTS, clear=True):
             report = activation.activate(self.conf)
-        self.assertEqual(activation.REFUSED, report.state)
+        self.assertEqual(nrl_report.REFUSED, report.state)
         self.assertEqual([], report.mixins)
         self.assertIsNone(report.manager)
         text = '\n'.join(report.problems)
@@ -143,7 +148,7 @@ class ActivationTestCase(base.BaseTestCase):
         self._managers_unchanged()
 
     def test_other_manager_overriding_is_refused(self):
-        if self.expected.state != activation.PATCHED:
+        if self.expected.state != nrl_report.PATCHED:
             self.skipTest('installed Nova is not an affected release')
         from nova.compute import manager
 
@@ -157,14 +162,14 @@ class ActivationTestCase(base.BaseTestCase):
         with mock.patch.dict(self.service.SERVICE_MANAGERS,
                              {'nova-compute': path}):
             report = activation.activate(self.conf)
-            self.assertEqual(activation.REFUSED, report.state)
+            self.assertEqual(nrl_report.REFUSED, report.state)
             self.assertIn('Vendor overrides revert_resize',
                           '\n'.join(report.problems))
             self.assertEqual(path,
                              self.service.SERVICE_MANAGERS['nova-compute'])
 
     def test_other_manager_is_extended(self):
-        if self.expected.state != activation.PATCHED:
+        if self.expected.state != nrl_report.PATCHED:
             self.skipTest('installed Nova is not an affected release')
         from nova.compute import manager
 
@@ -230,8 +235,8 @@ class WrappedFunctionTestCase(base.BaseTestCase):
         ref = ('nova.compute.resource_tracker:ResourceTracker.'
                '_pair_instances_to_migrations')
         sharing = sorted(m for m in before
-                         if ref in mixins.REFS[m].replaces +
-                         mixins.REFS[m].relies_on)
+                         if ref in fixes.FIXES[m].replaces +
+                         fixes.FIXES[m].relies_on)
         self.assertIn('source_window', sharing)
         self.assertEqual(sharing, sorted(report.not_applied))
         self.assertEqual(len(sharing), len(report.warnings), report.warnings)
@@ -242,12 +247,12 @@ class WrappedFunctionTestCase(base.BaseTestCase):
         self.assertIn('vendor_trace', warning)
 
     def test_core_fix_refused_naming_the_wrapper(self):
-        if self.installed != activation.PATCHED:
+        if self.installed != nrl_report.PATCHED:
             self.skipTest('installed Nova is not an affected release')
         from nova.compute import manager
         self._wrap(manager.ComputeManager, 'revert_resize')
         report = activation.build(self.conf)
-        self.assertEqual(activation.REFUSED, report.state)
+        self.assertEqual(nrl_report.REFUSED, report.state)
         self.assertIsNone(report.manager)
         text = '\n'.join(report.problems)
         self.assertIn('ComputeManager.revert_resize: wrapped at run time '
@@ -276,7 +281,7 @@ class ForeignTrackerTestCase(base.BaseTestCase):
         specs, _failures = assess.load_specs(report.mixins)
         checks = {c.name: c for c in report.checks}
         self.applied = [(s, checks[s.name]) for s in specs]
-        self.lock = locking.tracker_lock(mixins.LOCK_REFS)
+        self.lock = locking.tracker_lock(fixes.LOCK_REFS)
 
     def _manager(self, tracker_cls):
         """A composed manager whose base builds a ``tracker_cls``."""

@@ -19,7 +19,7 @@ whether each row could have failed.
 import unittest
 from unittest import mock
 
-from nova_revert_lock import mixins
+from nova_revert_lock import fixes
 from nova_revert_lock.tests.unit import test_bench
 from tools.bench import driver
 from tools.bench import family
@@ -71,11 +71,11 @@ def _run(data=None):
 class SpecTest(unittest.TestCase):
 
     def test_one_row_per_family_bug(self):
-        family_bugs = [bug for bug, names in mixins.BUGS.items()
-                       if set(names) <= mixins.FAMILY]
+        family_bugs = [bug for bug, names in fixes.BUGS.items()
+                       if set(names) <= set(fixes.of_kind(fixes.FAMILY))]
         self.assertEqual(family_bugs, list(family.BUGS))
         for bug, spec in family.BUGS.items():
-            self.assertEqual((spec['mixin'],), mixins.BUGS[bug])
+            self.assertEqual((spec['mixin'],), fixes.BUGS[bug])
             self.assertIn(bug, family.BOOKS)
             # Either upstream's fixed Nova runs, or the page says why not.
             self.assertTrue(bool(spec['upstream']) != bool(spec['absent']),

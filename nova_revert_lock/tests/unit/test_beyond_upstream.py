@@ -15,7 +15,7 @@
 Runs the guard against the Nova installed in the test environment: the
 expectations depend on whether it carries upstream's fix for bug 1879878
 (21.1.1+, 31.x) or not (20.x, 21.0.0-21.1.0), and, for the family's
-other mixins (``mixins.FAMILY``), whether it carries theirs.
+other mixins (``fixes.FAMILY``), whether it carries theirs.
 """
 
 import sys
@@ -27,12 +27,13 @@ from oslotest import base as test_base
 from nova_revert_lock import activation
 from nova_revert_lock.cmd import manage
 from nova_revert_lock import conf as nrl_conf
+from nova_revert_lock import fixes
 from nova_revert_lock.guard import assess
+from nova_revert_lock.guard import decision
 from nova_revert_lock.guard import fingerprint_table
-from nova_revert_lock import mixins
-from nova_revert_lock.mixins import base
 from nova_revert_lock.mixins import confirm
 from nova_revert_lock.mixins import source_window
+from nova_revert_lock import report as nrl_report
 from nova_revert_lock.tests.unit import guard_helpers
 
 CORE = ['confirm', 'revert']
@@ -40,8 +41,8 @@ CORE = ['confirm', 'revert']
 
 def _fixed_here(report):
     """The shipped bug-1879878 mixins that apply to this Nova."""
-    return [m for m in nrl_conf.SHIPPED_MIXINS
-            if m not in mixins.EXTRAS and m not in report.not_applicable]
+    return [m for m in list(fixes.NAMES)
+            if not fixes.is_extra(m) and m not in report.not_applicable]
 
 
 def _family(outcome):
@@ -52,7 +53,8 @@ def _family(outcome):
     """
     report = activation.build(_default_conf())
     return [c.name for c in report.checks
-            if c.name in mixins.FAMILY and c.outcome == outcome]
+            if fixes.FIXES[c.name].kind == fixes.FAMILY and
+            c.outcome == outcome]
 
 
 def _default_conf():
@@ -63,7 +65,7 @@ def _default_conf():
 
 
 def nova_has_upstream_fix():
-    return confirm.SPEC.check().outcome == base.FIXED_UPSTREAM
+    return confirm.SPEC.check().outcome == decision.FIXED_UPSTREAM
 
 
 def skip_unless_source_window_applies(test):
@@ -73,7 +75,7 @@ def skip_unless_source_window_applies(test):
     run for the family's mixins; source_window is left out there.)
     """
     check = source_window.SPEC.check()
-    if check.outcome != base.MATCH:
+    if check.outcome != decision.MATCH:
         test.skipTest('source_window is %s on the installed Nova'
                       % check.outcome)
 
@@ -95,7 +97,7 @@ class BeyondUpstreamActivationTest(test_base.BaseTestCase):
             fingerprint_table, 'FINGERPRINTS', table))
 
     def test_shipped_by_default(self):
-        self.assertIn('source_window', nrl_conf.SHIPPED_MIXINS)
+        self.assertIn('source_window', list(fixes.NAMES))
         self.assertIn('source_window', assess.available_mixins())
 
     def test_default_mixins(self):
@@ -113,28 +115,28 @@ class BeyondUpstreamActivationTest(test_base.BaseTestCase):
         if nova_has_upstream_fix():
             # The family mixins that apply (21.1.2) do not change the
             # state: it is about bug 1879878.
-            self.assertEqual(activation.ALREADY_FIXED, report.state)
-            self.assertEqual(['source_window'] + _family(base.MATCH),
+            self.assertEqual(nrl_report.ALREADY_FIXED, report.state)
+            self.assertEqual(['source_window'] + _family(decision.MATCH),
                              report.mixins)
             self.assertEqual(
-                _fixed_here(report) + _family(base.FIXED_UPSTREAM),
+                _fixed_here(report) + _family(decision.FIXED_UPSTREAM),
                 report.fixed_upstream)
             # Upstream's tracker has its own _drop_move_claim, which its
             # drop_move_claim calls: the composed tracker keeps it.
             self.assertNotIn('_drop_move_claim', tracker.__dict__)
         else:
-            self.assertEqual(activation.PATCHED, report.state)
+            self.assertEqual(nrl_report.PATCHED, report.state)
             self.assertEqual(
                 _fixed_here(report) + ['source_window'] +
-                _family(base.MATCH), report.mixins)
-            self.assertEqual(_family(base.FIXED_UPSTREAM),
+                _family(decision.MATCH), report.mixins)
+            self.assertEqual(_family(decision.FIXED_UPSTREAM),
                              report.fixed_upstream)
             self.assertIn('_drop_move_claim', tracker.__dict__)
 
     def test_core_mixins_only(self):
         report = self._evaluate(CORE)
         if nova_has_upstream_fix():
-            self.assertEqual(activation.ALREADY_FIXED, report.state)
+            self.assertEqual(nrl_report.ALREADY_FIXED, report.state)
             self.assertEqual([], report.mixins)
             self.assertEqual(CORE, report.fixed_upstream)
             self.assertIsNone(report.manager)
@@ -145,7 +147,7 @@ class BeyondUpstreamActivationTest(test_base.BaseTestCase):
                        if m not in CORE]
             self.assertEqual(missing, report.missing)
             self.assertEqual(
-                activation.INCOMPLETE if missing else activation.PATCHED,
+                nrl_report.INCOMPLETE if missing else nrl_report.PATCHED,
                 report.state)
             self.assertEqual(CORE, report.mixins)
 
@@ -154,8 +156,8 @@ class BeyondUpstreamActivationTest(test_base.BaseTestCase):
             self.skipTest('the installed Nova lacks upstream fix')
         self._forget_lookup_fingerprints()
         report = self._evaluate()
-        self.assertEqual(activation.ALREADY_FIXED, report.state)
-        self.assertEqual(_family(base.MATCH), report.mixins)
+        self.assertEqual(nrl_report.ALREADY_FIXED, report.state)
+        self.assertEqual(_family(decision.MATCH), report.mixins)
         if not report.mixins:
             self.assertIsNone(report.manager)
         self.assertEqual([], report.problems)
@@ -175,9 +177,9 @@ class BeyondUpstreamActivationTest(test_base.BaseTestCase):
         self._forget_lookup_fingerprints()
         for choice in ('fail', 'warn'):
             report = self._evaluate(on_unknown_code=choice)
-            self.assertEqual(activation.PATCHED, report.state)
+            self.assertEqual(nrl_report.PATCHED, report.state)
             self.assertEqual([], report.problems)
-            self.assertEqual(_fixed_here(report) + _family(base.MATCH),
+            self.assertEqual(_fixed_here(report) + _family(decision.MATCH),
                              report.mixins)
             self.assertEqual(['source_window'], report.not_applied)
             self.assertEqual([], report.missing)
@@ -216,11 +218,11 @@ class BeyondUpstreamActivationTest(test_base.BaseTestCase):
                  **{'nova-compute': __name__ + '.Vendor'})))
         report = self._evaluate(['revert', 'source_window'])
         # revert relies on finish_revert_resize too: refused, named once
-        self.assertEqual(activation.REFUSED, report.state)
+        self.assertEqual(nrl_report.REFUSED, report.state)
         self.assertEqual(['Vendor overrides finish_revert_resize'],
                          report.problems)
         report = self._evaluate(['confirm', 'source_window'])
-        self.assertEqual(activation.INCOMPLETE, report.state)
+        self.assertEqual(nrl_report.INCOMPLETE, report.state)
         self.assertEqual(['confirm'], report.mixins)
         self.assertEqual(
             ['source_window not applied: Vendor overrides '
@@ -231,8 +233,8 @@ class BeyondUpstreamActivationTest(test_base.BaseTestCase):
             self.skipTest('the installed Nova carries upstream fix')
         report = self._evaluate(['source_window'])
         report_all = self._evaluate()
-        expected = [m for m in report_all.mixins if m not in mixins.EXTRAS]
-        self.assertEqual(activation.INCOMPLETE, report.state)
+        expected = [m for m in report_all.mixins if not fixes.is_extra(m)]
+        self.assertEqual(nrl_report.INCOMPLETE, report.state)
         self.assertEqual(expected, report.missing)
         self.assertEqual(['source_window'], report.mixins)
         self.assertEqual([], report.problems)
@@ -244,7 +246,7 @@ class BeyondUpstreamActivationTest(test_base.BaseTestCase):
         self.assertIn('NOT PROTECTED against bug 1879878', table)
 
         report = self._evaluate(['confirm', 'source_window'])
-        self.assertEqual(activation.INCOMPLETE, report.state)
+        self.assertEqual(nrl_report.INCOMPLETE, report.state)
         self.assertEqual([m for m in expected if m != 'confirm'],
                          report.missing)
         self.assertEqual(['confirm', 'source_window'], report.mixins)
@@ -254,7 +256,7 @@ class BeyondUpstreamActivationTest(test_base.BaseTestCase):
             self.skipTest('the installed Nova lacks upstream fix')
         skip_unless_source_window_applies(self)
         report = self._evaluate(['source_window'])
-        self.assertEqual(activation.ALREADY_FIXED, report.state)
+        self.assertEqual(nrl_report.ALREADY_FIXED, report.state)
         self.assertEqual([], report.missing)
         self.assertEqual(['source_window'], report.mixins)
 
@@ -265,7 +267,7 @@ class BeyondUpstreamActivationTest(test_base.BaseTestCase):
         self.addCleanup(activation.deactivate)
         before = service.SERVICE_MANAGERS['nova-compute']
         report = activation.activate()
-        self.assertEqual(activation.ALREADY_FIXED, report.state)
+        self.assertEqual(nrl_report.ALREADY_FIXED, report.state)
         self.assertEqual(activation.MANAGER_PATH,
                          service.SERVICE_MANAGERS['nova-compute'])
         activation.deactivate()
@@ -292,7 +294,7 @@ class BeyondUpstreamActivationTest(test_base.BaseTestCase):
             self.skipTest('the installed Nova lacks upstream fix')
         self._forget_lookup_fingerprints()
         table = manage.format_check_table(self._evaluate())
-        self.assertIn('Applied:   %s' % (', '.join(_family(base.MATCH)) or
+        self.assertIn('Applied:   %s' % (', '.join(_family(decision.MATCH)) or
                                          '-'), table)
         self.assertIn('Not applied: source_window', table)
         self.assertIn('Warnings:\n  - source_window not applied', table)

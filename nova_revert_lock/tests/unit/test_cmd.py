@@ -20,6 +20,7 @@ from nova_revert_lock import activation
 from nova_revert_lock.cmd import compute as cmd_compute
 from nova_revert_lock.cmd import manage
 from nova_revert_lock.guard import fingerprint_table
+from nova_revert_lock import report as nrl_report
 from nova_revert_lock import startup
 
 
@@ -76,7 +77,7 @@ class CheckTestCase(_CommandTestCase):
         self.assertEqual('disabled', json.loads(self._out())['state'])
 
     def test_refused_exits_1(self):
-        if self.expected.state != activation.PATCHED:
+        if self.expected.state != nrl_report.PATCHED:
             self.skipTest('installed Nova is not an affected release')
         with mock.patch.dict(fingerprint_table.FINGERPRINTS, clear=True):
             self.assertEqual(1, self._check())
@@ -123,13 +124,13 @@ class ComputeWrapperTestCase(_CommandTestCase):
                                         path])
 
     def test_patched_or_fixed_starts(self):
-        if self.expected.state not in (activation.PATCHED,
-                                       activation.ALREADY_FIXED):
+        if self.expected.state not in (nrl_report.PATCHED,
+                                       nrl_report.ALREADY_FIXED):
             self.skipTest('installed Nova is not supported')
         self.assertIsNone(self._prepare(''))
 
     def test_unknown_code_fail_stops_before_start(self):
-        if self.expected.state != activation.PATCHED:
+        if self.expected.state != nrl_report.PATCHED:
             self.skipTest('installed Nova is not an affected release')
         with mock.patch.dict(fingerprint_table.FINGERPRINTS, clear=True):
             code = self._prepare('[revert_lock]\non_unknown_code = fail\n')
@@ -141,7 +142,7 @@ class ComputeWrapperTestCase(_CommandTestCase):
                          service.SERVICE_MANAGERS['nova-compute'])
 
     def test_unknown_code_warn_starts_plain(self):
-        if self.expected.state != activation.PATCHED:
+        if self.expected.state != nrl_report.PATCHED:
             self.skipTest('installed Nova is not an affected release')
         logger = self.useFixture(fixtures.FakeLogger(level='ERROR'))
         with mock.patch.dict(fingerprint_table.FINGERPRINTS, clear=True):
@@ -158,7 +159,7 @@ class ComputeWrapperTestCase(_CommandTestCase):
         self.assertIn('maybe', self._err())
 
     def test_main_hands_over_to_nova_compute(self):
-        if self.expected.state != activation.PATCHED:
+        if self.expected.state != nrl_report.PATCHED:
             self.skipTest('installed Nova is not an affected release')
         path = self.create_tempfiles([('nova', '')])[0]
         seen = {}
@@ -218,8 +219,8 @@ class ComputeWrapperTestCase(_CommandTestCase):
             calls.mock_calls)
 
     def test_prepare_logs_the_concurrency_model(self):
-        if self.expected.state not in (activation.PATCHED,
-                                       activation.ALREADY_FIXED):
+        if self.expected.state not in (nrl_report.PATCHED,
+                                       nrl_report.ALREADY_FIXED):
             self.skipTest('installed Nova is not supported')
         logger = self.useFixture(fixtures.FakeLogger(level='INFO'))
         entry_point = startup.recognise()

@@ -15,6 +15,7 @@ import stevedore
 import testtools
 
 from nova_revert_lock import conf as nrl_conf
+from nova_revert_lock import fixes
 
 
 class ConfTestCase(testtools.TestCase):
@@ -35,5 +36,5 @@ class ConfTestCase(testtools.TestCase):
         nrl_conf.register_opts(conf)  # twice is fine
         conf([])
         self.assertTrue(conf.revert_lock.enabled)
-        self.assertEqual(nrl_conf.SHIPPED_MIXINS, conf.revert_lock.mixins)
+        self.assertEqual(list(fixes.NAMES), conf.revert_lock.mixins)
         self.assertEqual('fail', conf.revert_lock.on_unknown_code)

@@ -19,9 +19,9 @@ from unittest import mock
 import testtools
 
 from nova_revert_lock import composition
-from nova_revert_lock import conf as nrl_conf
+from nova_revert_lock import fixes
+from nova_revert_lock.guard import decision
 from nova_revert_lock import locking
-from nova_revert_lock import mixins
 from nova_revert_lock.mixins import base
 from nova_revert_lock.mixins import confirm
 from nova_revert_lock.mixins import cross_cell_confirm
@@ -42,7 +42,7 @@ class NotApplicableTest(testtools.TestCase):
         check = self._spec(
             ('nova.compute.manager:ComputeManager.no_such_method',
              '99.0.0')).check()
-        self.assertEqual(base.NOT_APPLICABLE, check.outcome)
+        self.assertEqual(decision.NOT_APPLICABLE, check.outcome)
         self.assertEqual([], check.problems)
         self.assertEqual([], check.functions)
         self.assertIn('ComputeManager.no_such_method', check.note)
@@ -51,14 +51,14 @@ class NotApplicableTest(testtools.TestCase):
     def test_absent_module_stands_aside(self):
         check = self._spec(('nova.no_such_module:Thing.method',
                             '99.0.0')).check()
-        self.assertEqual(base.NOT_APPLICABLE, check.outcome)
+        self.assertEqual(decision.NOT_APPLICABLE, check.outcome)
 
     def test_present_feature_is_checked(self):
         check = self._spec(
             ('nova.compute.manager:ComputeManager.revert_resize',
              '1.0.0')).check(table={})
         # No implementations and an empty table: unknown, not n/a.
-        self.assertEqual(base.UNKNOWN, check.outcome)
+        self.assertEqual(decision.UNKNOWN, check.outcome)
         self.assertNotEqual([], check.problems)
 
 
@@ -66,8 +66,8 @@ class SpecsTest(testtools.TestCase):
 
     def test_shipped_and_referenced(self):
         for spec in (cross_cell_confirm.SPEC, cross_cell_revert.SPEC):
-            self.assertIn(spec.name, nrl_conf.SHIPPED_MIXINS)
-            self.assertIn(spec.name, mixins.REFS)
+            self.assertIn(spec.name, list(fixes.NAMES))
+            self.assertIn(spec.name, fixes.FIXES)
             self.assertEqual(['ussuri'], list(spec.implementations))
             self.assertIsNotNone(spec.applies_from)
 
@@ -85,11 +85,11 @@ class ComposeTest(testtools.TestCase):
     def test_shared_tracker_mixin_appears_once(self):
         from nova.compute import manager as nova_manager
         from nova.compute import resource_tracker
-        lock = locking.tracker_lock(mixins.LOCK_REFS)
+        lock = locking.tracker_lock(fixes.LOCK_REFS)
         specs = [confirm.SPEC, revert.SPEC, cross_cell_confirm.SPEC,
                  cross_cell_revert.SPEC]
-        applied = [(s, base.MixinCheck(s.name, base.MATCH, [],
-                                       series='ussuri')) for s in specs]
+        applied = [(s, decision.MixinCheck(s.name, decision.MATCH, [],
+                                           series='ussuri')) for s in specs]
         manager = composition.compose(nova_manager.ComputeManager,
                                       applied, lock)
         tracker = manager._nrl_tracker_class

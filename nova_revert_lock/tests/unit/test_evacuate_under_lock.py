@@ -18,13 +18,12 @@ Runs the guard against the installed Nova, like test_family_mixins.
 import fixtures
 from oslotest import base as test_base
 
-from nova_revert_lock import conf as nrl_conf
+from nova_revert_lock import fixes
 from nova_revert_lock.guard import decision
 from nova_revert_lock.guard import fingerprint_table
 from nova_revert_lock.guard import fingerprints
 from nova_revert_lock.guard import releases
 from nova_revert_lock import locking
-from nova_revert_lock import mixins
 from nova_revert_lock.mixins import base
 from nova_revert_lock.mixins import evacuate_under_lock
 from nova_revert_lock.tests.unit import guard_helpers
@@ -46,14 +45,14 @@ def installed_has_fix():
 class DeclarationsTest(test_base.BaseTestCase):
 
     def test_family_and_shipped(self):
-        self.assertIn(NAME, mixins.FAMILY)
-        self.assertIn(NAME, mixins.EXTRAS)
-        self.assertNotIn(NAME, mixins.BEYOND_UPSTREAM)
-        self.assertIn(NAME, nrl_conf.SHIPPED_MIXINS)
-        self.assertEqual((NAME,), mixins.BUGS['1896463'])
+        self.assertEqual(fixes.FAMILY, fixes.FIXES[NAME].kind)
+        self.assertTrue(fixes.is_extra(NAME))
+        self.assertNotEqual(fixes.BEYOND_UPSTREAM, fixes.FIXES[NAME].kind)
+        self.assertIn(NAME, list(fixes.NAMES))
+        self.assertEqual((NAME,), fixes.BUGS['1896463'])
         spec = evacuate_under_lock.SPEC
         self.assertTrue(spec.extra)
-        self.assertEqual(sorted(mixins.VERIFIED[NAME]),
+        self.assertEqual(sorted(fixes.FIXES[NAME].verified),
                          sorted(spec.implementations))
 
     def test_tracker_method_cannot_shadow_upstream(self):
@@ -62,7 +61,7 @@ class DeclarationsTest(test_base.BaseTestCase):
         self.assertTrue(tracker._nrl_finish_evacuation._nrl_under_semaphore)
 
     def test_fix_recognised_where_upstream_has_it(self):
-        self.assertIn(NAME, mixins.FIXED_WHEN)
+        self.assertTrue(fixes.FIXES[NAME].fixed_when)
         fixed = fingerprint_table.FIXED[NAME]
         for release in ('train-eol', '21.2.0', '21.2.4', '22.1.0', '23.0.0',
                         '31.3.1', '34.0.0'):
@@ -120,11 +119,11 @@ class LiveGuardTest(test_base.BaseTestCase):
         check = evacuate_under_lock.SPEC.check()
         version = releases.installed_nova_version()
         if installed_has_fix():
-            self.assertEqual(base.FIXED_UPSTREAM, check.outcome)
+            self.assertEqual(decision.FIXED_UPSTREAM, check.outcome)
         elif version.startswith('22.'):
-            self.assertEqual(base.UNKNOWN, check.outcome)
+            self.assertEqual(decision.UNKNOWN, check.outcome)
         else:
-            self.assertEqual(base.MATCH, check.outcome, check.problems)
+            self.assertEqual(decision.MATCH, check.outcome, check.problems)
 
     def test_unknown_code_is_left_out_with_a_warning(self):
         if installed_has_fix():
@@ -151,7 +150,7 @@ class LiveGuardTest(test_base.BaseTestCase):
         self.assertTrue(issubclass(
             report.manager, evacuate_under_lock.EvacuateUnderLockMixin))
         tracker = report.manager._nrl_tracker_class
-        self.assertEqual(locking.tracker_lock(mixins.LOCK_REFS),
+        self.assertEqual(locking.tracker_lock(fixes.LOCK_REFS),
                          locking.lock_of(tracker._nrl_finish_evacuation))
 
     def test_stands_aside_on_fixed_nova(self):

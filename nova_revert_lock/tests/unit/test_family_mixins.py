@@ -26,15 +26,13 @@ import sys
 import fixtures
 from oslotest import base as test_base
 
-from nova_revert_lock import activation
-from nova_revert_lock import conf as nrl_conf
+from nova_revert_lock import fixes
 from nova_revert_lock.guard import decision
 from nova_revert_lock.guard import fingerprint_table
 from nova_revert_lock.guard import releases
-from nova_revert_lock import mixins
-from nova_revert_lock.mixins import base
 from nova_revert_lock.mixins import incoming_migration_context
 from nova_revert_lock.mixins import resize_source_flavor
+from nova_revert_lock import report as nrl_report
 from nova_revert_lock.tests.unit import guard_helpers
 
 NAME = 'resize_source_flavor'
@@ -53,18 +51,18 @@ def installed_has_fix():
 class DeclarationsTest(test_base.BaseTestCase):
 
     def test_family_and_shipped(self):
-        self.assertIn(NAME, mixins.FAMILY)
-        self.assertIn(NAME, mixins.EXTRAS)
-        self.assertNotIn(NAME, mixins.BEYOND_UPSTREAM)
-        self.assertIn(NAME, nrl_conf.SHIPPED_MIXINS)
+        self.assertEqual(fixes.FAMILY, fixes.FIXES[NAME].kind)
+        self.assertTrue(fixes.is_extra(NAME))
+        self.assertNotEqual(fixes.BEYOND_UPSTREAM, fixes.FIXES[NAME].kind)
+        self.assertIn(NAME, list(fixes.NAMES))
         spec = resize_source_flavor.SPEC
         self.assertTrue(spec.extra)
         self.assertFalse(spec.beyond_upstream)
-        self.assertEqual(sorted(mixins.VERIFIED[NAME]),
+        self.assertEqual(sorted(fixes.FIXES[NAME].verified),
                          sorted(spec.implementations))
 
     def test_fix_recognised_where_upstream_has_it(self):
-        self.assertIn(NAME, mixins.FIXED_WHEN)
+        self.assertTrue(fixes.FIXES[NAME].fixed_when)
         fixed = fingerprint_table.FIXED[NAME]
         for release in ('22.4.0', '23.2.0', '24.1.0', '25.0.0', '31.3.1'):
             self.assertIn(release, fixed)
@@ -106,9 +104,9 @@ class LiveGuardTest(test_base.BaseTestCase):
     def test_outcome_on_installed_nova(self):
         check = resize_source_flavor.SPEC.check()
         if installed_has_fix():
-            self.assertEqual(base.FIXED_UPSTREAM, check.outcome)
+            self.assertEqual(decision.FIXED_UPSTREAM, check.outcome)
         else:
-            self.assertEqual(base.MATCH, check.outcome, check.problems)
+            self.assertEqual(decision.MATCH, check.outcome, check.problems)
 
     def _forget_resize_instance(self):
         table = dict(fingerprint_table.FINGERPRINTS)
@@ -176,11 +174,11 @@ class LiveGuardTest(test_base.BaseTestCase):
         self.assertTrue(issubclass(report.manager,
                                    resize_source_flavor.SourceFlavorMixin))
         full = self._evaluate()
-        if full.state == activation.PATCHED:
+        if full.state == nrl_report.PATCHED:
             # The 1879878 fixes this Nova needs are missing.
-            self.assertEqual(activation.INCOMPLETE, report.state)
+            self.assertEqual(nrl_report.INCOMPLETE, report.state)
         else:
-            self.assertEqual(activation.ALREADY_FIXED, report.state)
+            self.assertEqual(nrl_report.ALREADY_FIXED, report.state)
 
     def test_stands_aside_on_fixed_nova(self):
         if not installed_has_fix():
@@ -210,26 +208,26 @@ def installed_has_incoming_fix():
 class IncomingDeclarationsTest(test_base.BaseTestCase):
 
     def test_family_and_shipped(self):
-        self.assertIn(INCOMING, mixins.FAMILY)
-        self.assertNotIn(INCOMING, mixins.BEYOND_UPSTREAM)
-        self.assertIn(INCOMING, nrl_conf.SHIPPED_MIXINS)
+        self.assertEqual(fixes.FAMILY, fixes.FIXES[INCOMING].kind)
+        self.assertNotEqual(fixes.BEYOND_UPSTREAM, fixes.FIXES[INCOMING].kind)
+        self.assertIn(INCOMING, list(fixes.NAMES))
         self.assertEqual(('incoming_migration_context',),
-                         mixins.BUGS['1953359'])
+                         fixes.BUGS['1953359'])
         spec = incoming_migration_context.SPEC
         self.assertTrue(spec.extra)
-        self.assertEqual(sorted(mixins.VERIFIED[INCOMING]),
+        self.assertEqual(sorted(fixes.FIXES[INCOMING].verified),
                          sorted(spec.implementations))
 
     def test_after_source_window_in_the_defaults(self):
         # Both are tracker mixins; the periodic body source_window runs
         # calls this mixin's _update_usage_from_instances. A mixin that
         # replaces that method without calling super must come later.
-        shipped = nrl_conf.SHIPPED_MIXINS
+        shipped = list(fixes.NAMES)
         self.assertLess(shipped.index('source_window'),
                         shipped.index(INCOMING))
 
     def test_fix_recognised_where_upstream_has_it(self):
-        self.assertIn(INCOMING, mixins.FIXED_WHEN)
+        self.assertTrue(fixes.FIXES[INCOMING].fixed_when)
         fixed = fingerprint_table.FIXED[INCOMING]
         for release in ('ussuri-eol', '22.4.0', '23.2.0', '24.1.0',
                         '25.0.0', '31.3.1', '34.0.0'):
@@ -267,9 +265,9 @@ class IncomingLiveGuardTest(LiveGuardTest):
     def test_outcome_on_installed_nova(self):
         check = incoming_migration_context.SPEC.check()
         if installed_has_incoming_fix():
-            self.assertEqual(base.FIXED_UPSTREAM, check.outcome)
+            self.assertEqual(decision.FIXED_UPSTREAM, check.outcome)
         else:
-            self.assertEqual(base.MATCH, check.outcome, check.problems)
+            self.assertEqual(decision.MATCH, check.outcome, check.problems)
 
     def test_unknown_code_is_left_out_with_a_warning(self):
         if installed_has_incoming_fix():
@@ -282,7 +280,7 @@ class IncomingLiveGuardTest(LiveGuardTest):
             fingerprint_table, 'FINGERPRINTS', table))
         # Every mixin that looks at the forgotten function is left out
         # (unshelve_claim extends it too), and only those.
-        sharing = set(m for m, refs in mixins.REFS.items()
+        sharing = set(m for m, refs in fixes.FIXES.items()
                       if USAGE_FROM_INSTANCES in refs.replaces +
                       refs.relies_on)
         self.assertIn(INCOMING, sharing)

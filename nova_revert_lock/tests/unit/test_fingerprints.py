@@ -18,6 +18,7 @@ from unittest import mock
 import fixtures
 import testtools
 
+from nova_revert_lock import fixes
 from nova_revert_lock.guard import fingerprint_table
 from nova_revert_lock.guard import fingerprints
 from nova_revert_lock.guard import releases
@@ -305,8 +306,7 @@ class QuickSourceTestCase(testtools.TestCase):
         return True
 
     def test_surveyed_text_is_not_tokenized(self):
-        from nova_revert_lock import mixins
-        refs = [r for r in mixins.all_refs() if r.startswith(
+        refs = [r for r in fixes.all_refs() if r.startswith(
             'nova.compute.resource_tracker:') and self._resolves(r)]
         with mock.patch.object(fingerprints, 'fingerprint',
                                wraps=fingerprints.fingerprint) as tokenized:

@@ -23,12 +23,12 @@ import os
 import stevedore
 import testtools
 
+from nova_revert_lock import fixes
 from nova_revert_lock.guard import decision
 from nova_revert_lock.guard import fingerprint_table
 from nova_revert_lock.guard import fingerprints
 from nova_revert_lock.guard import matrix
 from nova_revert_lock.guard import releases
-from nova_revert_lock import mixins
 
 _CM = 'nova.compute.manager:ComputeManager.'
 REF_A = _CM + 'revert_resize'
@@ -155,8 +155,8 @@ class TableTest(testtools.TestCase):
 
     def test_verified_releases_were_surveyed(self):
         labels = set(decision.by_release())
-        for name, by_series in mixins.VERIFIED.items():
-            for series, specs in by_series.items():
+        for name, fix in fixes.FIXES.items():
+            for series, specs in fix.verified.items():
                 found = decision.expand(specs, labels)
                 self.assertTrue(found, '%s %s' % (name, series))
                 self.assertLessEqual(found, labels)
@@ -167,7 +167,7 @@ class TableTest(testtools.TestCase):
             set(fingerprint_table.SURVEYED_RELEASES) |
             set(fingerprint_table.SURVEYED_PATCHES), set(found))
         for row in found.values():
-            self.assertEqual(list(mixins.REFS), list(row))
+            self.assertEqual(list(fixes.NAMES), list(row))
 
     def test_generated_page_is_current(self):
         with open(DOC) as f:
@@ -210,7 +210,7 @@ class TableTest(testtools.TestCase):
 
     def test_bug_matrix_covers_every_bug(self):
         for release, bugs in matrix.to_dict(by='bug').items():
-            self.assertEqual(list(mixins.BUGS), list(bugs), release)
+            self.assertEqual(list(fixes.BUGS), list(bugs), release)
 
 
 class InstalledReleaseTest(testtools.TestCase):
@@ -221,12 +221,12 @@ class InstalledReleaseTest(testtools.TestCase):
         label = os.environ.get('NRL_SURVEYED_AS', version)
         if label not in decision.by_release():
             self.skipTest('Nova %s was not surveyed' % version)
-        specs = stevedore.ExtensionManager(mixins.NAMESPACE)
-        self.assertEqual(set(mixins.REFS), set(specs.names()))
+        specs = stevedore.ExtensionManager(fixes.NAMESPACE)
+        self.assertEqual(set(fixes.NAMES), set(specs.names()))
         wrong = []
         for ext in specs:
             spec = ext.plugin
-            self.assertEqual(set(mixins.VERIFIED[spec.name]),
+            self.assertEqual(set(fixes.FIXES[spec.name].verified),
                              set(spec.implementations), spec.name)
             live = spec.check()
             listed = decision.check_release(spec.name, label)
@@ -236,17 +236,3 @@ class InstalledReleaseTest(testtools.TestCase):
                     spec.name, live.outcome, live.series, listed.outcome,
                     listed.series))
         self.assertEqual([], wrong)
-
-
-class MixinModulesTest(testtools.TestCase):
-    """Each mixin module names its upstream functions in its docstring."""
-
-    def test_docstrings_name_the_refs(self):
-        import importlib
-        for name in mixins.REFS:
-            module = importlib.import_module('nova_revert_lock.mixins.%s'
-                                             % name)
-            self.assertIn(mixins.refs_section(name), module.__doc__,
-                          'regenerate the "Upstream functions" section of '
-                          'nova_revert_lock/mixins/%s.py with '
-                          'mixins.refs_section(%r)' % (name, name))

@@ -26,11 +26,12 @@ import os
 import testtools
 
 from nova_revert_lock import activation
+from nova_revert_lock import fixes
 from nova_revert_lock.guard import fingerprint_table
 from nova_revert_lock.guard import fingerprints
 from nova_revert_lock.guard import releases
 from nova_revert_lock import locking
-from nova_revert_lock import mixins
+from nova_revert_lock import report as nrl_report
 
 #: first Nova major version whose tracker takes the lock with fair=True
 FIRST_FAIR_MAJOR = 21
@@ -58,7 +59,7 @@ def installed_label():
 class FingerprintTableTest(testtools.TestCase):
 
     def test_every_ref_is_surveyed(self):
-        self.assertEqual([], sorted(set(mixins.all_refs()) -
+        self.assertEqual([], sorted(set(fixes.all_refs()) -
                                     set(fingerprint_table.FINGERPRINTS)))
 
     def test_table_lists_the_installed_release(self):
@@ -87,7 +88,7 @@ class InstalledLockTest(testtools.TestCase):
 
     def test_tracker_lock_kind_of_the_series(self):
         version = _installed_nova()
-        lock = locking.tracker_lock(mixins.LOCK_REFS)
+        lock = locking.tracker_lock(fixes.LOCK_REFS)
         self.assertEqual('compute_resources', lock.name)
         self.assertFalse(lock.external)
         # NOTE: Train takes it plain, Ussuri switched to fair=True.
@@ -97,9 +98,9 @@ class InstalledLockTest(testtools.TestCase):
     def test_composed_tracker_takes_the_installed_lock(self):
         _installed_nova()
         report = activation.build()
-        if report.state != activation.PATCHED:
+        if report.state != nrl_report.PATCHED:
             self.skipTest('activation is %s here' % report.state)
-        lock = locking.tracker_lock(mixins.LOCK_REFS)
+        lock = locking.tracker_lock(fixes.LOCK_REFS)
         self.assertEqual(lock.describe(), report.lock)
         tracker_cls = report.manager._nrl_tracker_class
         # Every method a mixin marked to run under the semaphore.

@@ -22,11 +22,9 @@ import sys
 import fixtures
 from oslotest import base as test_base
 
-from nova_revert_lock import conf as nrl_conf
+from nova_revert_lock import fixes
 from nova_revert_lock.guard import decision
 from nova_revert_lock.guard import fingerprint_table
-from nova_revert_lock import mixins
-from nova_revert_lock.mixins import base
 from nova_revert_lock.mixins import live_migration_rollback
 from nova_revert_lock.tests.unit import guard_helpers
 
@@ -38,21 +36,21 @@ DROP_AT_DEST = ('nova.compute.manager:'
 class DeclarationsTest(test_base.BaseTestCase):
 
     def test_family_shipped_and_reported(self):
-        self.assertIn(NAME, mixins.FAMILY)
-        self.assertIn(NAME, mixins.EXTRAS)
-        self.assertNotIn(NAME, mixins.BEYOND_UPSTREAM)
-        self.assertIn(NAME, nrl_conf.SHIPPED_MIXINS)
-        self.assertEqual((NAME,), mixins.BUGS['1894095'])
+        self.assertEqual(fixes.FAMILY, fixes.FIXES[NAME].kind)
+        self.assertTrue(fixes.is_extra(NAME))
+        self.assertNotEqual(fixes.BEYOND_UPSTREAM, fixes.FIXES[NAME].kind)
+        self.assertIn(NAME, list(fixes.NAMES))
+        self.assertEqual((NAME,), fixes.BUGS['1894095'])
         spec = live_migration_rollback.SPEC
         self.assertTrue(spec.extra)
-        self.assertEqual(sorted(mixins.VERIFIED[NAME]),
+        self.assertEqual(sorted(fixes.FIXES[NAME].verified),
                          sorted(spec.implementations))
 
     def test_no_upstream_fix_and_no_feature_bound(self):
         # Upstream never fixed it (reproducer 99850a0481 only), and NUMA
         # live migration exists in every release this package knows.
-        self.assertNotIn(NAME, mixins.FIXED_WHEN)
-        self.assertNotIn(NAME, mixins.APPLIES_FROM)
+        self.assertFalse(fixes.FIXES[NAME].fixed_when)
+        self.assertIsNone(fixes.FIXES[NAME].applies_from)
         self.assertFalse(live_migration_rollback.SPEC.fixed_upstream())
 
     def test_support_matrix_outcomes(self):
@@ -110,7 +108,7 @@ class LiveGuardTest(test_base.BaseTestCase):
         return guard_helpers.evaluate(mixin_names, on_unknown_code)
 
     def _applies_here(self):
-        return live_migration_rollback.SPEC.check().outcome == base.MATCH
+        return live_migration_rollback.SPEC.check().outcome == decision.MATCH
 
     def _forget_drop_at_dest(self):
         table = dict(fingerprint_table.FINGERPRINTS)
@@ -120,7 +118,7 @@ class LiveGuardTest(test_base.BaseTestCase):
 
     def test_never_fixed_upstream_on_installed_nova(self):
         check = live_migration_rollback.SPEC.check()
-        self.assertIn(check.outcome, (base.MATCH, base.UNKNOWN))
+        self.assertIn(check.outcome, (decision.MATCH, decision.UNKNOWN))
 
     def test_unknown_code_is_left_out_with_a_warning(self):
         if not self._applies_here():

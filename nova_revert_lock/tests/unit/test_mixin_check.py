@@ -22,6 +22,8 @@ finish_revert_resize still 21.1.0's).
 import fixtures
 import testtools
 
+from nova_revert_lock import fixes
+from nova_revert_lock.guard import decision
 from nova_revert_lock.guard import fingerprints
 from nova_revert_lock.mixins import base
 
@@ -61,7 +63,7 @@ class MixedReleasesTest(testtools.TestCase):
 
     def test_one_release(self):
         check = self._spec().check(self._table())
-        self.assertEqual(base.MATCH, check.outcome)
+        self.assertEqual(decision.MATCH, check.outcome)
         self.assertEqual('ussuri', check.series)
         self.assertEqual(frozenset(USSURI), check.releases)
         self.assertIsNone(check.note)
@@ -72,7 +74,7 @@ class MixedReleasesTest(testtools.TestCase):
         table = self._table(revert_resize=('21.1.1', '21.1.2'),
                             finish_revert_resize=('21.0.0', '21.1.0'))
         check = self._spec().check(table)
-        self.assertEqual(base.UNKNOWN, check.outcome)
+        self.assertEqual(decision.UNKNOWN, check.outcome)
         self.assertEqual(frozenset(), check.releases)
         self.assertIn('no release has them all, so no test ran on this '
                       'combination', check.problems[0])
@@ -81,13 +83,13 @@ class MixedReleasesTest(testtools.TestCase):
         table = self._table(revert_resize=('20.6.1', '21.1.1'),
                             finish_revert_resize=('21.1.1',))
         check = self._spec().check(table)
-        self.assertEqual(base.MATCH, check.outcome, check.problems)
+        self.assertEqual(decision.MATCH, check.outcome, check.problems)
         self.assertEqual('ussuri', check.series)
 
     def test_releases_of_two_series(self):
         table = self._table(revert_resize=('20.6.1',))
         check = self._spec().check(table)
-        self.assertEqual(base.UNKNOWN, check.outcome)
+        self.assertEqual(decision.UNKNOWN, check.outcome)
         self.assertIn('no implementation was verified on it',
                       check.problems[0])
 
@@ -95,13 +97,13 @@ class MixedReleasesTest(testtools.TestCase):
         table = self._table(revert_resize=('21.1.1', '21.1.2'),
                             finish_revert_resize=('21.0.0', '21.1.0'))
         check = self._spec(series=('train',)).check(table)
-        self.assertEqual(base.UNKNOWN, check.outcome)
+        self.assertEqual(decision.UNKNOWN, check.outcome)
 
     def test_unknown_function(self):
         table = self._table()
         table[_CM + 'revert_resize'] = {}
         check = self._spec().check(table)
-        self.assertEqual(base.UNKNOWN, check.outcome)
+        self.assertEqual(decision.UNKNOWN, check.outcome)
         self.assertIn('revert_resize: unknown code', check.problems[0])
 
 
@@ -147,10 +149,10 @@ class AbsentFunctionTest(testtools.TestCase):
         self.assertFalse(check.known)
 
     def _spec(self, **refs):
-        from nova_revert_lock import mixins
         impl = base.Implementation(manager=object)
         self.useFixture(fixtures.MockPatchObject(
-            mixins, 'REFS', {'test': mixins.Refs(**refs)}))
+            fixes, 'FIXES', {'test': fixes.declare(
+                'test', 'test', fixes.CORE, **refs)}))
         return base.MixinSpec(
             name='test', summary='test',
             implementations={'train': impl, 'ussuri': impl},
@@ -162,14 +164,14 @@ class AbsentFunctionTest(testtools.TestCase):
         table[self.REF] = {fingerprints.live_fingerprint(self.REF):
                            ('20.6.1', 'train-eol')}
         check = spec.check(table)
-        self.assertEqual(base.MATCH, check.outcome, check.problems)
+        self.assertEqual(decision.MATCH, check.outcome, check.problems)
         self.assertEqual('train', check.series)
         self.assertEqual(frozenset(['20.6.1']), check.releases)
 
     def test_spec_never_replaces_an_absent_function(self):
         spec = self._spec(replaces=(self.ABSENT,), relies_on=(self.REF,))
         check = spec.check(self._table())
-        self.assertEqual(base.UNKNOWN, check.outcome)
+        self.assertEqual(decision.UNKNOWN, check.outcome)
         self.assertIn('not found', check.problems[0])
 
 

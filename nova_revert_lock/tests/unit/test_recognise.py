@@ -25,9 +25,9 @@ import textwrap
 import fixtures
 from oslotest import base as test_base
 
+from nova_revert_lock import fixes
 from nova_revert_lock.guard import fingerprint_table
 from nova_revert_lock.guard import recognise
-from nova_revert_lock import mixins
 from nova_revert_lock.mixins import resize_source_flavor
 from nova_revert_lock.mixins import revert
 from nova_revert_lock.mixins import unshelve_claim
@@ -35,7 +35,7 @@ from nova_revert_lock import report as nrl_report
 from nova_revert_lock.tests.unit import future_nova
 from nova_revert_lock.tests.unit import guard_helpers
 
-Does = mixins.Does
+Does = fixes.Does
 
 MANAGER = textwrap.dedent('''
     import foo
@@ -142,17 +142,16 @@ class TextRecogniseTest(test_base.BaseTestCase):
 class DeclarationsTest(test_base.BaseTestCase):
 
     def test_parts_are_well_formed(self):
-        for name, parts in mixins.FIXED_WHEN.items():
-            self.assertIn(name, mixins.REFS)
-            self.assertTrue(parts, name)
-            for part in parts:
-                self.assertIsInstance(part, mixins.Does)
+        for fix in fixes.FIXES.values():
+            for part in fix.fixed_when:
+                self.assertIsInstance(part, fixes.Does)
                 self.assertIn(part.does, recognise.ACTIONS, part)
                 self.assertIn(':', part.ref, part)
 
     def test_table_says_where_each_fix_is(self):
-        self.assertEqual(sorted(mixins.FIXED_WHEN),
-                         sorted(fingerprint_table.FIXED))
+        self.assertEqual(
+            sorted(n for n, fix in fixes.FIXES.items() if fix.fixed_when),
+            sorted(fingerprint_table.FIXED))
         # Upstream's releases of each fix, and releases before it.
         fixed = {'revert': ('21.1.1', '22.0.0', '34.0.0'),
                  'resize_source_flavor': ('22.4.0', '25.0.0', '34.0.0'),
@@ -241,7 +240,7 @@ class FutureNovaTest(test_base.BaseTestCase):
         check refuses unknown wrappers).
         """
         from nova.compute import resource_tracker
-        part = mixins.FIXED_WHEN['unshelve_claim'][0]
+        part = fixes.FIXES['unshelve_claim'].fixed_when[0]
         before = recognise.Recogniser(recognise.LiveSources()).holds(part)
         orig = resource_tracker.ResourceTracker._update_usage_from_instances
 
@@ -274,7 +273,7 @@ class FutureNovaTest(test_base.BaseTestCase):
                     'task_state=instance.task_state)')]))
         self.assertFalse(unshelve_claim.SPEC.fixed_upstream())
         missing = recognise.Recogniser(recognise.LiveSources()).missing(
-            mixins.FIXED_WHEN['unshelve_claim'])
+            fixes.FIXES['unshelve_claim'].fixed_when)
         self.assertEqual(
             ['nova.compute.resource_tracker:'
              'ResourceTracker._update_usage_from_instance',

@@ -29,6 +29,7 @@ from nova_revert_lock import activation
 from nova_revert_lock import conf as nrl_conf
 from nova_revert_lock import exception
 from nova_revert_lock.guard import fingerprint_table
+from nova_revert_lock import report as nrl_report
 
 
 def _nova_state():
@@ -102,7 +103,7 @@ class ActivationCycleTest(base.BaseTestCase):
                   self._activate(enabled=False),
                   self._activate(),
                   self._activate(on_unknown_code='warn')]
-        self.assertEqual(activation.DISABLED, states[3])
+        self.assertEqual(nrl_report.DISABLED, states[3])
         activation.deactivate()
         self._assert_as_shipped()
 

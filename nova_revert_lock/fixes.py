@@ -1,0 +1,449 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""What each fix is: one declaration per mixin, importing no Nova.
+
+A :class:`Fix` says what a mixin fixes (bugs, upstream's commit), which
+upstream functions it replaces and relies on, how a release that already
+carries upstream's fix is recognised from its code, from which release
+the feature it fixes exists, and on which releases each implementation
+was verified. Everything else is derived from :data:`FIXES`: the default
+of ``[revert_lock] mixins``, the bug table, the support and bug matrices
+(:mod:`nova_revert_lock.guard.matrix`), the fingerprint survey
+(``tools/survey_fingerprints.py``, which reads this module without
+importing Nova) and the docs' tables.
+
+The implementations (the classes) live in :mod:`nova_revert_lock.mixins`,
+one module per fix, found through the stevedore namespace
+:data:`NAMESPACE`; ``setup.cfg`` names one entry point per declaration (a
+unit test keeps the two equal). Adding a fix is a declaration here, its
+module, its entry point, its tests and its docs page: see the contributor
+guide.
+"""
+
+import collections
+
+#: the stevedore namespace of the mixins (``setup.cfg``)
+NAMESPACE = 'nova_revert_lock.compute_mixins'
+
+#: A fix of bug 1879878 itself: where it cannot apply the activation is
+#: refused (strict), since a host with half of it is not protected.
+CORE = 'core'
+#: Fixes what upstream left open; it also applies to a Nova that carries
+#: upstream's 1879878 fix.
+BEYOND_UPSTREAM = 'beyond-upstream'
+#: Fixes a sibling race of bug 1879878.
+FAMILY = 'family'
+#: Extras (every kind but CORE) are admitted one by one: whatever keeps
+#: one out leaves it out alone, with a warning, and never costs the host
+#: the fix for bug 1879878 or the other mixins.
+KINDS = (CORE, BEYOND_UPSTREAM, FAMILY)
+
+_CM = 'nova.compute.manager:ComputeManager.'
+_RT = 'nova.compute.resource_tracker:ResourceTracker.'
+_INSTANCE = 'nova.objects.instance:Instance.'
+_XCELL = 'nova.conductor.tasks.cross_cell_migrate:'
+_STATS = 'nova.compute.stats:Stats.'
+_MIGRATIONS = 'nova.objects.migration:MigrationList.'
+_INSTANCES = 'nova.objects.instance:InstanceList.'
+_VM_STATES = 'nova.compute.vm_states:'
+
+#: One part of an upstream fix, as the guard recognises it from the code
+#: (:mod:`nova_revert_lock.guard.recognise`): function ``ref``, or a
+#: method of its class it reaches through ``self``, ``does`` (``calls``,
+#: ``assigns``, ``refers``, ``decorated``) ``name``.
+Does = collections.namedtuple('Does', ['ref', 'does', 'name'])
+
+#: One fix. See :func:`declare` for the fields.
+Fix = collections.namedtuple('Fix', [
+    'name', 'summary', 'kind', 'bugs', 'upstream', 'replaces', 'relies_on',
+    'fixed_when', 'applies_from', 'verified'])
+
+
+def declare(name, summary, kind, replaces, relies_on=(), bugs=(),
+            upstream=None, fixed_when=(), applies_from=None, verified=None):
+    """One :class:`Fix`.
+
+    :param name: the entry point name, used in ``[revert_lock] mixins``
+    :param summary: one line for ``nova-revert-lock check``
+    :param kind: one of :data:`KINDS`
+    :param replaces: the upstream functions the mixin overrides; the guard
+        fingerprints them and they must exist
+    :param relies_on: the upstream functions whose behaviour it relies on
+        (fingerprinted too; one a release lacks matches the surveyed
+        releases without it)
+    :param bugs: the Launchpad bugs it fixes (none: beyond upstream)
+    :param upstream: upstream's fix (commit or Change-Id), or None
+    :param fixed_when: the parts of upstream's fix (:class:`Does`); where
+        every part holds the mixin stands aside. Anchors are entry points
+        upstream does not rename (RPC methods, the periodic task), so that
+        a body moved into a helper is still recognised. Empty: no upstream
+        fix to recognise.
+    :param applies_from: ``(ref, release)``: the function that came with
+        the feature the mixin fixes, and the first release that has it;
+        where it is absent there is nothing to fix (not applicable)
+    :param verified: {series: (release labels or closed ranges of them)}:
+        the code each series' implementation was verified on. The guard
+        applies an implementation only where every function it replaces or
+        relies on is code one of these releases ships; code that is merely
+        surveyed is never patched.
+    """
+    assert kind in KINDS, kind
+    return Fix(name, summary, kind, tuple(bugs), upstream, tuple(replaces),
+               tuple(relies_on), tuple(fixed_when), applies_from,
+               dict(verified or {}))
+
+
+def _under_lock(tracker_method, status_set):
+    """The tracker half of upstream's 1879878 fixes: one critical section.
+
+    The locked tracker method sets the migration's status and drops the
+    claim through the unlocked ``_drop_move_claim``.
+    """
+    return (Does(_RT + tracker_method, 'decorated', 'synchronized'),
+            Does(_RT + tracker_method, 'assigns', status_set),
+            Does(_RT + tracker_method, 'calls', '_drop_move_claim'))
+
+
+_TRAIN_USSURI = {
+    'train': ('20.0.0-20.6.1', 'train-eol'),
+    'ussuri': ('21.0.0-21.1.2',),
+}
+
+FIXES = collections.OrderedDict((fix.name, fix) for fix in (
+    declare(
+        'confirm',
+        'confirm (source): status, claim drop and migration context under '
+        'COMPUTE_RESOURCE_SEMAPHORE',
+        CORE, bugs=('1879878',), upstream='I26b050c4 (Victoria), '
+        'I29d6f4a7 (Ussuri 21.1.1)',
+        replaces=(_CM + '_confirm_resize',),
+        relies_on=(_CM + 'confirm_resize',
+                   _RT + 'drop_move_claim',
+                   _RT + '_update_usage_from_migrations'),
+        # The manager calls the tracker's locked status-and-drop.
+        fixed_when=(Does(_CM + 'confirm_resize', 'calls',
+                         'drop_move_claim_at_source'),) +
+        _under_lock('drop_move_claim_at_source', 'status'),
+        verified=_TRAIN_USSURI),
+    # NOTE: train-eol and Ussuri 21.1.1+ moved finish_revert_resize's body,
+    # which gets the instance the critical section saved, to
+    # _finish_revert_resize; a function relied on that a release lacks
+    # matches the surveyed releases without it (MixinSpec.check).
+    declare(
+        'revert',
+        'revert (destination): status, claim drop and migration context '
+        'under COMPUTE_RESOURCE_SEMAPHORE',
+        CORE, bugs=('1879878',), upstream='I26b050c4 (Victoria), '
+        'I29d6f4a7 (Ussuri 21.1.1)',
+        replaces=(_CM + 'revert_resize',),
+        relies_on=(_CM + 'finish_revert_resize',
+                   _CM + '_finish_revert_resize',
+                   _RT + 'drop_move_claim',
+                   _RT + '_update_usage_from_migrations',
+                   _INSTANCE + 'revert_migration_context'),
+        fixed_when=(Does(_CM + 'revert_resize', 'calls',
+                         'drop_move_claim_at_dest'),) +
+        _under_lock('drop_move_claim_at_dest', 'status'),
+        verified=_TRAIN_USSURI),
+    # Cross-cell resize (Ussuri and later). The conductor tasks are relied
+    # on for what they do around the compute calls: ConfirmResizeTask sets
+    # old_flavor on the source cell instance before calling the source and
+    # hard-deletes it afterwards; RevertResizeTask calls the destination
+    # with the target cell migration, hard-deletes the target cell records,
+    # then calls the source with the source cell migration.
+    declare(
+        'cross_cell_confirm',
+        'cross-cell confirm (source cell): status, claim drop and '
+        'migration context under COMPUTE_RESOURCE_SEMAPHORE',
+        CORE, bugs=('1879878',), upstream='I26b050c4 (Victoria), '
+        'I29d6f4a7 (Ussuri 21.1.1)',
+        replaces=(_CM + '_confirm_snapshot_based_resize_at_source',),
+        relies_on=(_CM + 'confirm_snapshot_based_resize_at_source',
+                   _RT + 'drop_move_claim',
+                   _RT + '_update_usage_from_migrations',
+                   _XCELL + 'ConfirmResizeTask._cleanup_source_host',
+                   _XCELL + 'ConfirmResizeTask._execute'),
+        fixed_when=(Does(_CM + 'confirm_snapshot_based_resize_at_source',
+                         'calls', 'drop_move_claim_at_source'),) +
+        _under_lock('drop_move_claim_at_source', 'status'),
+        applies_from=(_CM + 'confirm_snapshot_based_resize_at_source',
+                      '21.0.0'),
+        verified={'ussuri': ('21.0.0-21.1.2',)}),
+    declare(
+        'cross_cell_revert',
+        'cross-cell revert (target cell): status, claim drop and migration '
+        'context under COMPUTE_RESOURCE_SEMAPHORE; stashed flavors kept '
+        'until the source is done',
+        CORE, bugs=('1879878',), upstream='I26b050c4 (Victoria), '
+        'I29d6f4a7 (Ussuri 21.1.1)',
+        replaces=(_CM + '_revert_snapshot_based_resize_at_dest',
+                  _CM + 'finish_revert_snapshot_based_resize_at_source',
+                  _CM + '_finish_revert_snapshot_based_resize_at_source'),
+        relies_on=(_CM + 'revert_snapshot_based_resize_at_dest',
+                   _CM + '_set_instance_info',
+                   _RT + 'drop_move_claim',
+                   _RT + '_update_usage_from_migrations',
+                   _INSTANCE + 'revert_migration_context',
+                   _XCELL + 'RevertResizeTask._update_instance_in_source_cell',
+                   _XCELL + 'RevertResizeTask._execute'),
+        fixed_when=(Does(_CM + 'revert_snapshot_based_resize_at_dest',
+                         'calls', 'drop_move_claim_at_dest'),) +
+        _under_lock('drop_move_claim_at_dest', 'status'),
+        applies_from=(_CM + 'revert_snapshot_based_resize_at_dest',
+                      '21.0.0'),
+        verified={'ussuri': ('21.0.0-21.1.2',)}),
+    # The source keeps counting a reverting instance until
+    # finish_revert_resize has put it back (mixins/source_window.py); no
+    # release closes that window, so there is nothing to recognise.
+    declare(
+        'source_window',
+        'revert: count the instance on the source, not on the destination, '
+        'until finish_revert_resize has brought it back (beyond upstream)',
+        BEYOND_UPSTREAM,
+        replaces=(_RT + '_update_available_resource',),
+        relies_on=(_RT + '_pair_instances_to_migrations',
+                   _RT + '_update_usage_from_migrations',
+                   _RT + '_update_usage_from_migration',
+                   _RT + '_update_usage_from_instance',
+                   # the destination's side (Migration.get_by_id, a
+                   # remotable object call, is not fingerprinted)
+                   _RT + '_update_usage_from_instances',
+                   _CM + 'revert_resize',
+                   _CM + 'finish_revert_resize',
+                   # where a resize from the node begins and ends
+                   _CM + 'resize_instance',
+                   _CM + 'confirm_resize',
+                   # the look-up's own calls (through the conductor)
+                   _MIGRATIONS + 'get_by_filters',
+                   _INSTANCES + 'get_by_filters'),
+        verified={
+            'train': ('20.0.0-20.6.1', '20.6.1+patches', 'train-eol'),
+            'ussuri': ('21.0.0-21.1.2', '21.1.0+patches'),
+            'victoria': ('22.4.0',),
+            # 25.3.0's code is 24.1.0-26.2.1's; 26.2.2's is 26.3.0's and
+            # xena-eol's (fingerprint classes of the survey).
+            'yoga': ('25.3.0',),
+            'zed': ('26.2.2',),
+            '2023.1': ('27.5.1',),
+            '2025.1': ('31.3.1',),
+            '2026.2': ('34.0.0',),
+        }),
+    # The source stashes old_flavor in the save that hands the instance to
+    # the destination. The periodic task counts an outgoing migration from
+    # old_flavor; finish_resize on the destination stashes the same flavor
+    # again.
+    declare(
+        'resize_source_flavor',
+        'resize (source): stash old_flavor in the save that moves the '
+        'instance to the destination (bug 1944759)',
+        FAMILY, bugs=('1944759',), upstream='b841e55321',
+        replaces=(_CM + '_resize_instance',),
+        relies_on=(_CM + 'resize_instance',
+                   _CM + '_finish_resize',
+                   _RT + '_update_usage_from_migrations',
+                   _RT + '_update_usage_from_migration',
+                   _RT + '_get_instance_type'),
+        # The source's resize sets old_flavor itself, in the save that
+        # hands the instance over (reading it is not the fix).
+        fixed_when=(Does(_CM + 'resize_instance', 'assigns', 'old_flavor'),),
+        # Tested on 20.6.1, 21.1.0, 21.1.2, 22.3.0, 23.1.0 and 24.0.0; the
+        # ranges ship the same code for every function the mixin replaces
+        # or relies on (20.0.x do not: their _resize_instance differs).
+        verified={
+            'train': ('20.1.0-20.6.1',),
+            'ussuri': ('21.0.0-21.2.4',),
+            'victoria': ('22.0.0-22.3.0',),
+            'wallaby': ('23.0.0-23.1.0',),
+            'xena': ('24.0.0',),
+        }),
+    # The destination applies the migration context of an incoming resize,
+    # in memory, before the periodic task counts the node's instances.
+    # Affected Nova's periodic body lists the instances with their
+    # migration context and counts them, without saving, before it reads
+    # the migrations; the mixin counts them once that list is read, as
+    # upstream's fix does. finish_resize applies the context for good.
+    declare(
+        'incoming_migration_context',
+        'resize (destination): count an incoming instance with its '
+        'migration context applied (bugs 1953359, 1952915)',
+        FAMILY, bugs=('1953359',), upstream='32c1044d86',
+        replaces=(_RT + '_update_usage_from_instances',
+                  _RT + '_pair_instances_to_migrations'),
+        relies_on=(_RT + '_update_available_resource',
+                   _RT + '_update_usage_from_instance',
+                   _INSTANCE + 'apply_migration_context',
+                   _CM + '_finish_resize'),
+        fixed_when=(Does(_RT + 'update_available_resource', 'calls',
+                         'apply_migration_context'),),
+        # Tested on 20.6.1, 21.1.0, 21.1.2, 22.3.0, 23.1.0 and 24.0.0;
+        # every function it replaces or relies on is the same code in all
+        # of Train (train-eol included), in 21.0.0-21.2.4 (ussuri-eol
+        # carries upstream's fix), in 22.0.0-22.3.0 and in 23.0.0-24.0.0
+        # (whose periodic body no longer counts orphans). From Victoria on
+        # the periodic task lists 'error' migrations too, and so does the
+        # implementation.
+        verified={
+            'train': ('20.0.0-20.6.1', '20.6.1+patches', 'train-eol'),
+            'ussuri': ('21.0.0-21.2.4', '21.1.0+patches'),
+            'victoria': ('22.0.0-22.3.0',),
+            'wallaby': ('23.0.0-23.1.0',),
+            'xena': ('24.0.0',),
+        }),
+    # The evacuation's destination moves the instance onto itself, drops
+    # the migration context and marks the migration done under the
+    # tracker's lock. The periodic task reads the node's instances, then
+    # its in-progress migrations. (Instance's remotable
+    # drop_migration_context, called too, is wrapped at run time by
+    # oslo.versionedobjects: the guard cannot fingerprint it live.)
+    declare(
+        'evacuate_under_lock',
+        'evacuate (destination): host, node, migration context and status '
+        'under COMPUTE_RESOURCE_SEMAPHORE (bug 1896463)',
+        FAMILY, bugs=('1896463',), upstream='7675964af8',
+        replaces=(_CM + 'rebuild_instance',),
+        relies_on=(_CM + '_do_rebuild_instance_with_claim',
+                   _CM + '_set_migration_status',
+                   _RT + 'rebuild_claim',
+                   _RT + 'delete_allocation_for_evacuated_instance',
+                   _RT + '_update_usage_from_migrations',
+                   _INSTANCE + 'apply_migration_context'),
+        # rebuild_instance ends in the tracker's locked finish_evacuation,
+        # which sets the host and the migration's status.
+        fixed_when=(
+            Does(_CM + 'rebuild_instance', 'calls', 'finish_evacuation'),
+            Does(_RT + 'finish_evacuation', 'decorated', 'synchronized'),
+            Does(_RT + 'finish_evacuation', 'assigns', 'host'),
+            Does(_RT + 'finish_evacuation', 'assigns', 'status')),
+        # Tested on 20.6.1, 21.1.0 and 21.1.2; the ranges ship the same
+        # code for every function the mixin replaces or relies on. 22.0.0
+        # is affected too, but its rebuild_instance differs and nobody ran
+        # the tests on it: unknown there.
+        verified={
+            'train': ('20.0.0-20.6.1',),
+            'ussuri': ('21.0.0-21.1.2',),
+        }),
+    # No release fixes it: the destination of a rolled back live
+    # migration remembers, where it drops its claim, not to count that
+    # migration again. The source's rollback calls it before clearing the
+    # task state and setting its own final status.
+    declare(
+        'live_migration_rollback',
+        'live migration rollback (destination): the dropped claim stays '
+        'uncounted, under COMPUTE_RESOURCE_SEMAPHORE (bug 1894095)',
+        FAMILY, bugs=('1894095',),
+        replaces=(_CM + 'drop_move_claim_at_destination',
+                  _RT + '_update_usage_from_migrations',
+                  _RT + '_update_usage_from_migration'),
+        relies_on=(_CM + '_rollback_live_migration',
+                   _CM + '_get_nodename',
+                   _RT + 'drop_move_claim'),
+        # Tested on 20.6.1, 21.1.0, 21.1.2, 22.3.0, 23.1.0, 24.0.0, 25.3.0,
+        # 26.2.2 and 31.3.1; releases that ship the same code for every
+        # function the mixin replaces or relies on count too (the support
+        # matrix lists them: 25.3.0 and 26.2.2 ship the code of 24.1.1 to
+        # 29.2.1, 30.0.0 and 31.0.0, Yoga to 2024.1).
+        verified={
+            'train': ('20.6.1',),
+            'ussuri': ('21.1.0', '21.1.2'),
+            'victoria': ('22.3.0',),
+            'wallaby': ('23.1.0',),
+            'xena': ('24.0.0',),
+            'yoga': ('25.3.0',),
+            'zed': ('26.2.2',),
+            '2025.1': ('31.3.1',),
+        }),
+    # The tracker keeps counting a server being unshelved
+    # (SHELVED_OFFLOADED, spawning) on the host that claimed it.
+    # _unshelve_instance sets spawning before the claim and ACTIVE only
+    # after the spawn; the periodic task calls the usage update with the
+    # lock held.
+    declare(
+        'unshelve_claim',
+        'unshelve (destination): keep tracking the server while it spawns '
+        '(bug 2025480)',
+        FAMILY, bugs=('2025480',), upstream='f1dc4ec39b',
+        replaces=(_RT + '_update_usage_from_instances',
+                  _RT + '_update_usage_from_instance',
+                  _STATS + 'update_stats_for_instance'),
+        relies_on=(_CM + '_unshelve_instance',
+                   _RT + 'instance_claim',
+                   _STATS + '_extract_state_from_instance'),
+        # The three places that untracked a SHELVED_OFFLOADED server ask
+        # vm_states.allow_resource_removal, which keeps one being spawned.
+        # All three: a partial backport still loses the claim.
+        fixed_when=(
+            Does(_RT + '_update_usage_from_instances', 'calls',
+                 'allow_resource_removal'),
+            Does(_RT + '_update_usage_from_instance', 'calls',
+                 'allow_resource_removal'),
+            Does(_STATS + 'update_stats_for_instance', 'calls',
+                 'allow_resource_removal'),
+            Does(_VM_STATES + 'allow_resource_removal', 'refers',
+                 'SPAWNING')),
+        # Tested on 20.6.1, 21.1.0, 21.1.2, 22.3.0, 22.4.0, 23.1.0, 24.0.0
+        # and 25.3.0; other releases that ship the same code for every
+        # function it replaces or relies on are matched by that code
+        # (25.3.0: 24.2.0 to 26.2.1, the last releases before upstream's
+        # fix).
+        verified={
+            'train': ('20.6.1',),
+            'ussuri': ('21.1.0', '21.1.2'),
+            'victoria': ('22.3.0', '22.4.0'),
+            'wallaby': ('23.1.0',),
+            'xena': ('24.0.0',),
+            'yoga': ('25.3.0',),
+        }),
+))
+
+#: Every fix, in application order: the default of ``[revert_lock]
+#: mixins``.
+NAMES = tuple(FIXES)
+
+#: The Launchpad bug -> the mixins that fix it, in the order reports list
+#: them. ``source_window`` closes a window no bug report names: it is
+#: reported as a mixin, not as a bug.
+BUGS = collections.OrderedDict()
+for _fix in FIXES.values():
+    for _bug in _fix.bugs:
+        BUGS[_bug] = BUGS.get(_bug, ()) + (_fix.name,)
+del _fix, _bug
+
+#: The functions whose lock the fix must share: the periodic task that
+#: rebuilds usage, and the claim drop whose body runs inside the new
+#: critical sections.
+LOCK_REFS = (_RT + '_update_available_resource', _RT + 'drop_move_claim')
+
+
+def is_extra(name):
+    """True if ``name`` is admitted alone (every kind but :data:`CORE`)."""
+    fix = FIXES.get(name)
+    return fix is not None and fix.kind != CORE
+
+
+def of_kind(kind):
+    """The names of the fixes of ``kind``, in application order."""
+    return tuple(name for name, fix in FIXES.items() if fix.kind == kind)
+
+
+def fix_refs():
+    """Every function a part of an upstream fix is anchored on."""
+    return sorted({part.ref for fix in FIXES.values()
+                   for part in fix.fixed_when})
+
+
+def all_refs():
+    """Every upstream function any mixin or the lock check looks at."""
+    refs = set(LOCK_REFS)
+    for fix in FIXES.values():
+        refs.update(fix.replaces + fix.relies_on)
+    return sorted(refs)
