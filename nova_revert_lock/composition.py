@@ -54,8 +54,6 @@ class TrackerSwap(object):
     drop or bypass that override.
     """
 
-    #: the tracker subclass composed over Nova's ``ResourceTracker``
-    _nrl_tracker_class = None
     #: what :func:`compose` built it from: the tracker mixins, the
     #: namespace, and the tracker functions a foreign class may not
     #: override (name -> the mixins that need it)
@@ -67,7 +65,16 @@ class TrackerSwap(object):
 
     def __init__(self, *args, **kwargs):
         super(TrackerSwap, self).__init__(*args, **kwargs)
+        # NOTE: the one class change of a live object this package makes.
+        # ComputeManager.__init__ builds its tracker itself, with no
+        # factory or class to pass in and with arguments that vary by
+        # release: the object is kept and given the composed subclass of
+        # its own class. A tracker mixin that must set up state of its own
+        # does it in _nrl_adopt, called once here.
         self.rt.__class__ = self._nrl_tracker_for(type(self.rt))
+        adopt = getattr(self.rt, '_nrl_adopt', None)
+        if adopt is not None:
+            adopt()
 
     @classmethod
     def _nrl_tracker_for(cls, tracker_cls):
@@ -174,7 +181,6 @@ def compose(manager_cls, applied, lock):
                 manager_mixins + (TrackerSwap, endpoint.StatusEndpointMixin,
                                   manager_cls),
                 {'__module__': __name__,
-                 '_nrl_tracker_class': tracker_cls,
                  '_nrl_tracker_mixins': tracker_mixins,
                  '_nrl_tracker_namespace': namespace,
                  '_nrl_tracker_guarded': _guarded_tracker_functions(

@@ -65,13 +65,6 @@ class LockSpec(object):
         return '%s (%s%s)' % (self.name, 'fair' if self.fair else 'plain',
                               ', external' if self.external else '')
 
-    def __eq__(self, other):
-        return (isinstance(other, LockSpec) and self.name == other.name and
-                self.kwargs == other.kwargs)
-
-    def __ne__(self, other):
-        return not self == other
-
     def __repr__(self):
         return 'LockSpec(%r, %r)' % (self.name, self.kwargs)
 

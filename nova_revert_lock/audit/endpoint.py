@@ -27,7 +27,7 @@ A later minor version only adds; its client will send it when
 
 import oslo_messaging as messaging
 
-from nova_revert_lock import stats
+from nova_revert_lock import sections
 
 #: RPC namespace of the status endpoint; Nova's endpoints have none or
 #: their own ('baseapi'), so the dispatcher never mixes them up.
@@ -47,7 +47,7 @@ def status_of(manager):
         ``incomplete``), ``activated_at`` (ISO 8601 UTC
         or None), ``bugs`` (bug number -> ``patched``, ``fixed-upstream``,
         ``not-applicable`` or ``open``) and the counters of
-        :func:`nova_revert_lock.stats.snapshot` (critical sections entered,
+        :func:`nova_revert_lock.sections.snapshot` (critical sections entered,
         longest lock hold in ms, errors), all JSON-safe
     """
     report = getattr(manager, '_nrl_report', None)
@@ -70,10 +70,10 @@ def status_of(manager):
             'mixins': list(report.mixins),
             'missing': list(getattr(report, 'missing', ())),
             'activated_at': getattr(report, 'activated_at', None),
-            'bugs': dict((bug, status) for bug, (status, _why)
+            'bugs': dict((bug, verdict) for bug, (verdict, _why)
                          in getattr(report, 'bugs', {}).items()),
         })
-    status.update(stats.snapshot())
+    status.update(sections.snapshot())
     return status
 
 

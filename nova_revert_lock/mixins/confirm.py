@@ -45,7 +45,7 @@ from oslo_log import log as logging
 
 from nova_revert_lock import locking
 from nova_revert_lock.mixins import base
-from nova_revert_lock import stats
+from nova_revert_lock import sections
 
 LOG = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ class SourceClaimDropTracker(object):
         :param migration: its Migration record, status ``confirming`` or
             ``finished``; set to ``confirmed`` here
         """
-        with stats.critical_section(_section_kind(migration)):
+        with sections.counted(_section_kind(migration)):
             migration.status = 'confirmed'
             migration.save()
             self._drop_move_claim(

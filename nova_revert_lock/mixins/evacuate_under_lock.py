@@ -50,7 +50,7 @@ import oslo_messaging as messaging
 
 from nova_revert_lock import locking
 from nova_revert_lock.mixins import base
-from nova_revert_lock import stats
+from nova_revert_lock import sections
 
 LOG = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ class EvacuationTracker(object):
         :param node: this host's node the instance was rebuilt on
         :param migration: the evacuation's Migration, or None
         """
-        with stats.critical_section('evacuate_under_lock'):
+        with sections.counted('evacuate_under_lock'):
             instance.apply_migration_context()
             # The save moves host and node to this host: from here on the
             # periodic task counts the instance as one of the node's.

@@ -81,7 +81,7 @@ from oslo_log import log as logging
 
 from nova_revert_lock import locking
 from nova_revert_lock.mixins import base
-from nova_revert_lock import stats
+from nova_revert_lock import sections
 
 LOG = logging.getLogger(__name__)
 
@@ -105,7 +105,7 @@ class LiveMigrationRollbackTracker(object):
         :param instance: the Instance, migration context still set
         :param nodename: this host's node the claim was made on
         """
-        with stats.critical_section('live_migration_rollback'):
+        with sections.counted('live_migration_rollback'):
             # NOTE: positional flavor: Train and Ussuri call the parameter
             # instance_type, later releases flavor.
             self._drop_move_claim(context, instance, nodename,

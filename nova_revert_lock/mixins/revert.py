@@ -36,7 +36,7 @@ from oslo_utils import excutils
 
 from nova_revert_lock import locking
 from nova_revert_lock.mixins import base
-from nova_revert_lock import stats
+from nova_revert_lock import sections
 
 
 class DestClaimDropTracker(object):
@@ -52,7 +52,7 @@ class DestClaimDropTracker(object):
             still set
         :param migration: its Migration record; set to ``reverted`` here
         """
-        with stats.critical_section('revert'):
+        with sections.counted('revert'):
             # NOTE: the instance still has to be spawned again on the
             # source, but "reverted" is what tells the periodic task to
             # stop counting the migration on this host.

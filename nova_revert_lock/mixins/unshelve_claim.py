@@ -87,9 +87,8 @@ def being_unshelved(instance):
 class UnshelveStats(compute_stats.Stats):
     """The node's stats, counting a server being unshelved.
 
-    The tracker's ``Stats`` objects are turned into this subclass
-    (:meth:`UnshelveClaimTracker._nrl_stats`), which only adds this
-    method: their content is kept.
+    The tracker makes its nodes' stats of this class
+    (:meth:`UnshelveClaimTracker._nrl_adopt`).
     """
 
     def update_stats_for_instance(self, instance, is_removed=False):
@@ -124,6 +123,20 @@ class UnshelveClaimTracker(object):
     ``COMPUTE_RESOURCE_SEMAPHORE`` held; none takes it.
     """
 
+    def _nrl_adopt(self):
+        """Make the nodes' stats :class:`UnshelveStats` from now on.
+
+        Called once, as the composed manager gives the tracker its class
+        (:class:`~nova_revert_lock.composition.TrackerSwap`). The tracker's
+        constructor made ``self.stats`` a ``defaultdict`` of Nova's
+        ``Stats``, which gets a node's entry on the node's first periodic
+        task: none exists yet. A factory of a class of someone else's is
+        left as it is.
+        """
+        stats = getattr(self, 'stats', None)
+        if getattr(stats, 'default_factory', None) is compute_stats.Stats:
+            stats.default_factory = UnshelveStats
+
     def _update_usage_from_instances(self, context, instances, nodename):
         """Count the servers being unshelved too (see the module doc).
 
@@ -132,7 +145,6 @@ class UnshelveClaimTracker(object):
         unshelved it left out are counted here, after it, as new ones.
         Usage adds up, so the order does not matter.
         """
-        self._nrl_stats(nodename)
         instance_by_uuid = super(
             UnshelveClaimTracker, self)._update_usage_from_instances(
                 context, instances, nodename)
@@ -151,7 +163,7 @@ class UnshelveClaimTracker(object):
         above) the next class's version already does what upstream's fix
         does; with the node's stats counting it, nothing else differs.
         """
-        stats = self._nrl_stats(nodename)
+        stats = self.stats[nodename]
         if (is_removed or not being_unshelved(instance) or
                 instance['uuid'] not in self.tracked_instances):
             return super(
@@ -169,17 +181,6 @@ class UnshelveClaimTracker(object):
             cn.pci_device_pools = self.pci_tracker.stats.to_device_pools_obj()
         else:
             cn.pci_device_pools = objects.PciDevicePoolList()
-
-    def _nrl_stats(self, nodename):
-        """The node's stats, turned into :class:`UnshelveStats`.
-
-        Only Nova's own class is turned (``self.stats`` makes them);
-        anything else is left as it is.
-        """
-        stats = self.stats[nodename]
-        if type(stats) is compute_stats.Stats:
-            stats.__class__ = UnshelveStats
-        return stats
 
 
 # NOTE: one implementation for every series it was verified on: the

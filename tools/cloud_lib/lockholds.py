@@ -29,7 +29,7 @@ import datetime
 import json
 import os
 
-from nova_revert_lock.stats import percentile  # noqa: F401 - for soak.py
+from nova_revert_lock.sections import percentile  # noqa: F401 - for soak.py
 
 #: the locked body of the periodic task
 PERIODIC = '_update_available_resource'

@@ -36,7 +36,7 @@ from nova.tests.functional.api import client
 from oslo_db import exception as db_exception
 import oslo_messaging
 
-from nova_revert_lock import stats
+from nova_revert_lock import sections
 from nova_revert_lock.tests.functional import hooks
 
 #: seconds a periodic task may take once the lock is free
@@ -370,4 +370,4 @@ class OutcomeMixin(object):
 
 
 def stats_errors():
-    return stats.snapshot()['critical_section_errors']
+    return sections.snapshot()['critical_section_errors']

@@ -50,7 +50,7 @@ from nova.tests.functional import integrated_helpers
 from nova.virt import fake
 
 from nova_revert_lock.mixins import evacuate_under_lock
-from nova_revert_lock import stats
+from nova_revert_lock import sections
 from nova_revert_lock.tests.functional import base
 from nova_revert_lock.tests.functional import hooks
 
@@ -277,12 +277,12 @@ class EvacuateUnderLockTest(base.ExtensionFixtureMixin, _EvacuateScenario,
                           (report.state, report.warnings, report.problems))
 
     def test_periodic_at_end_of_evacuation(self):
-        sections = stats.snapshot()['critical_sections_by_kind'].get(
+        before = sections.snapshot()['critical_sections_by_kind'].get(
             'evacuate_under_lock', 0)
         seen = self._raced_evacuation()
         if not nova_has_fix():
             # Counted, as the other mixins' sections are, for ``status``.
-            self.assertEqual(sections + 1, stats.snapshot()[
+            self.assertEqual(before + 1, sections.snapshot()[
                 'critical_sections_by_kind'].get('evacuate_under_lock'))
         # The periodic task waited for the lock: it read the instances
         # after the migration was done, and found the server on host2.

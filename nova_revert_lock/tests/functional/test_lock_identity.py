@@ -61,7 +61,7 @@ class OtherKindOfLockRaceTest(base.ExtensionFixtureMixin, base.RaceMixin,
                           'composed')
         self.right_lock = installed_lock()
         self.wrong_lock = other_kind(self.right_lock)
-        self.assertNotEqual(self.right_lock, self.wrong_lock)
+        self.assertNotEqual(repr(self.right_lock), repr(self.wrong_lock))
         self.useFixture(fixtures.MonkeyPatch(
             'nova_revert_lock.locking.tracker_lock',
             lambda refs: self.wrong_lock))

@@ -28,7 +28,7 @@ from nova_revert_lock.audit import query
 from nova_revert_lock.audit import rows
 from nova_revert_lock.audit import targets
 from nova_revert_lock import report as nrl_report
-from nova_revert_lock import stats
+from nova_revert_lock import sections
 from nova_revert_lock.tests.functional import base
 from nova_revert_lock.tests.functional import test_same_cell_race
 
@@ -74,7 +74,7 @@ class StatusEndpointTest(base.ExtensionFixtureMixin, base.RaceMixin,
             self.assertIs(service.manager, served_endpoints(service)[0])
 
     def test_get_status_after_a_raced_confirm(self):
-        before = stats.snapshot()
+        before = sections.snapshot()
         self._raced_confirm()
         self.assertEqual([], self.window_seen)
         status = self.api.get_status(self.ctxt, 'host1')

@@ -131,8 +131,9 @@ def probe(argv):
         'lock': spec.describe(),
     }
     manager = activation.current_report().manager
-    tracker = getattr(manager, '_nrl_tracker_class', None)
-    if tracker is not None:
+    if hasattr(manager, '_nrl_tracker_for'):
+        from nova.compute import resource_tracker
+        tracker = manager._nrl_tracker_for(resource_tracker.ResourceTracker)
         # The composed tracker's own critical sections take the same lock.
         result['composed_sections'] = sorted(
             '%s=%s' % (name, locking.lock_of(getattr(tracker, name))

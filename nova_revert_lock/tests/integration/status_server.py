@@ -60,7 +60,7 @@ from nova import rpc as nova_rpc
 from nova_revert_lock import activation
 from nova_revert_lock.audit import client
 from nova_revert_lock.audit import endpoint
-from nova_revert_lock import stats
+from nova_revert_lock import sections
 
 
 class StubComputeManager(object):
@@ -91,7 +91,7 @@ def manager_class(mode):
 def run_sections(count, failed):
     for i in range(count):
         try:
-            with stats.critical_section('confirm'):
+            with sections.counted('confirm'):
                 eventlet.sleep(0.002)
                 if i < failed:
                     raise RuntimeError('failed on purpose')

@@ -33,3 +33,9 @@ def evaluate(mixins=None, on_unknown_code=None):
         if value is not None:
             conf.set_override(name, value, group='revert_lock')
     return activation.build(conf)
+
+
+def composed_tracker(manager_cls):
+    """The tracker subclass ``manager_cls`` composes over Nova's own."""
+    from nova.compute import resource_tracker
+    return manager_cls._nrl_tracker_for(resource_tracker.ResourceTracker)

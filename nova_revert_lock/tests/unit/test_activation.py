@@ -36,6 +36,7 @@ from nova_revert_lock.guard import assess
 from nova_revert_lock.guard import fingerprint_table
 from nova_revert_lock import locking
 from nova_revert_lock import report as nrl_report
+from nova_revert_lock.tests.unit import guard_helpers
 
 
 class ActivationTestCase(base.BaseTestCase):
@@ -87,7 +88,7 @@ class ActivationTestCase(base.BaseTestCase):
         if report.state == nrl_report.PATCHED:
             composed = report.manager
             self.assertTrue(issubclass(composed, manager.ComputeManager))
-            tracker = composed._nrl_tracker_class
+            tracker = guard_helpers.composed_tracker(composed)
             self.assertTrue(issubclass(tracker,
                                        resource_tracker.ResourceTracker))
             self.assertTrue(hasattr(tracker, '_drop_move_claim'))
@@ -299,7 +300,8 @@ class ForeignTrackerTestCase(base.BaseTestCase):
     def test_stock_tracker(self):
         manager_cls = self._manager(self.stock)
         manager = manager_cls('host1')
-        self.assertIs(manager_cls._nrl_tracker_class, type(manager.rt))
+        self.assertIs(guard_helpers.composed_tracker(manager_cls),
+                      type(manager.rt))
 
     def test_vendor_tracker_is_composed_over(self):
         class VendorTracker(self.stock):
@@ -312,7 +314,7 @@ class ForeignTrackerTestCase(base.BaseTestCase):
         self.assertTrue(issubclass(tracker_cls, VendorTracker))
         self.assertEqual('RevertLockVendorTracker', tracker_cls.__name__)
         self.assertEqual('vendor', manager.rt.vendor_audit())
-        stock_composed = manager_cls._nrl_tracker_class
+        stock_composed = guard_helpers.composed_tracker(manager_cls)
         for name in vars(stock_composed):
             if not name.startswith('__'):
                 self.assertIs(vars(stock_composed)[name],

@@ -109,7 +109,7 @@ class BeyondUpstreamActivationTest(test_base.BaseTestCase):
         self.assertIsNotNone(report.manager)
         self.assertTrue(issubclass(report.manager,
                                    source_window.SourceWindowMixin))
-        tracker = report.manager._nrl_tracker_class
+        tracker = guard_helpers.composed_tracker(report.manager)
         self.assertTrue(issubclass(tracker,
                                    source_window.SourceWindowTracker))
         if nova_has_upstream_fix():

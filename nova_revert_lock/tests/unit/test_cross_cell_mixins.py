@@ -27,7 +27,8 @@ from nova_revert_lock.mixins import confirm
 from nova_revert_lock.mixins import cross_cell_confirm
 from nova_revert_lock.mixins import cross_cell_revert
 from nova_revert_lock.mixins import revert
-from nova_revert_lock import stats
+from nova_revert_lock import sections
+from nova_revert_lock.tests.unit import guard_helpers
 
 
 class NotApplicableTest(testtools.TestCase):
@@ -92,7 +93,7 @@ class ComposeTest(testtools.TestCase):
                                            series='ussuri')) for s in specs]
         manager = composition.compose(nova_manager.ComputeManager,
                                       applied, lock)
-        tracker = manager._nrl_tracker_class
+        tracker = guard_helpers.composed_tracker(manager)
         self.assertEqual(
             (confirm.SourceClaimDropTracker, revert.DestClaimDropTracker,
              resource_tracker.ResourceTracker),
@@ -104,7 +105,8 @@ class ComposeTest(testtools.TestCase):
             list(manager.__bases__[2:4]))
         # Both locked helpers take the tracker's own lock.
         for name in ('drop_move_claim_at_source', 'drop_move_claim_at_dest'):
-            self.assertEqual(lock, locking.lock_of(tracker.__dict__[name]))
+            self.assertEqual(repr(lock),
+                             repr(locking.lock_of(tracker.__dict__[name])))
 
 
 class SectionKindTest(testtools.TestCase):
@@ -112,8 +114,8 @@ class SectionKindTest(testtools.TestCase):
 
     def setUp(self):
         super(SectionKindTest, self).setUp()
-        stats.COUNTERS.reset()
-        self.addCleanup(stats.COUNTERS.reset)
+        sections.COUNTERS.reset()
+        self.addCleanup(sections.COUNTERS.reset)
 
     def _confirm(self, cross_cell):
         from nova import objects
@@ -130,7 +132,7 @@ class SectionKindTest(testtools.TestCase):
         tracker._drop_move_claim.assert_called_once_with(
             mock.sentinel.context, instance, 'node1', instance.old_flavor,
             prefix='old_')
-        return stats.snapshot()['critical_sections_by_kind']
+        return sections.snapshot()['critical_sections_by_kind']
 
     def test_same_cell_confirm(self):
         self.assertEqual({'confirm': 1}, self._confirm(False))

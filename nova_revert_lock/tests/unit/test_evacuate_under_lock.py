@@ -149,9 +149,10 @@ class LiveGuardTest(test_base.BaseTestCase):
         self.assertEqual([NAME], report.mixins)
         self.assertTrue(issubclass(
             report.manager, evacuate_under_lock.EvacuateUnderLockMixin))
-        tracker = report.manager._nrl_tracker_class
-        self.assertEqual(locking.tracker_lock(fixes.LOCK_REFS),
-                         locking.lock_of(tracker._nrl_finish_evacuation))
+        tracker = guard_helpers.composed_tracker(report.manager)
+        self.assertEqual(
+            repr(locking.tracker_lock(fixes.LOCK_REFS)),
+            repr(locking.lock_of(tracker._nrl_finish_evacuation)))
 
     def test_stands_aside_on_fixed_nova(self):
         if not installed_has_fix():

@@ -32,6 +32,7 @@ from nova_revert_lock.guard import fingerprints
 from nova_revert_lock.guard import releases
 from nova_revert_lock import locking
 from nova_revert_lock import report as nrl_report
+from nova_revert_lock.tests.unit import guard_helpers
 
 #: first Nova major version whose tracker takes the lock with fair=True
 FIRST_FAIR_MAJOR = 21
@@ -102,11 +103,12 @@ class InstalledLockTest(testtools.TestCase):
             self.skipTest('activation is %s here' % report.state)
         lock = locking.tracker_lock(fixes.LOCK_REFS)
         self.assertEqual(lock.describe(), report.lock)
-        tracker_cls = report.manager._nrl_tracker_class
+        tracker_cls = guard_helpers.composed_tracker(report.manager)
         # Every method a mixin marked to run under the semaphore.
         locked = [name for name, value in vars(tracker_cls).items()
                   if getattr(value, '_nrl_under_semaphore', False)]
         self.assertNotEqual([], locked)
         for name in locked:
-            self.assertEqual(lock, locking.lock_of(vars(tracker_cls)[name]),
-                             name)
+            self.assertEqual(
+                repr(lock), repr(locking.lock_of(vars(tracker_cls)[name])),
+                name)

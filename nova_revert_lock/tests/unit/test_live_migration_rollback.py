@@ -192,6 +192,6 @@ class LiveGuardTest(test_base.BaseTestCase):
         self.assertTrue(issubclass(
             report.manager,
             live_migration_rollback.LiveMigrationRollbackMixin))
-        tracker = report.manager._nrl_tracker_class
+        tracker = guard_helpers.composed_tracker(report.manager)
         self.assertTrue(issubclass(
             tracker, live_migration_rollback.LiveMigrationRollbackTracker))

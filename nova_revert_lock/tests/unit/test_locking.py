@@ -71,8 +71,8 @@ class LockOfTestCase(testtools.TestCase):
             [('marked', marked), ('unmarked', unmarked)],
             locking.lock_of(_fair))
         self.assertEqual(['marked'], list(locked))
-        self.assertEqual(locking.lock_of(_fair),
-                         locking.lock_of(locked['marked']))
+        self.assertEqual(repr(locking.lock_of(_fair)),
+                         repr(locking.lock_of(locked['marked'])))
 
 
 class ExclusionTestCase(testtools.TestCase):

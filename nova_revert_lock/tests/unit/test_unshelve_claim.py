@@ -210,7 +210,7 @@ class LiveGuardTest(test_base.BaseTestCase):
             self.assertTrue(ours, report.warnings)
             self.assertIn('_update_usage_from_instances', ours[0])
             self.assertFalse(issubclass(
-                report.manager._nrl_tracker_class,
+                guard_helpers.composed_tracker(report.manager),
                 unshelve_claim.UnshelveClaimTracker))
 
     def test_alone_on_affected_nova(self):
@@ -218,7 +218,8 @@ class LiveGuardTest(test_base.BaseTestCase):
             self.skipTest('the installed Nova carries the fix for 2025480')
         report = self._evaluate([NAME])
         self.assertEqual([NAME], report.mixins)
-        self.assertTrue(issubclass(report.manager._nrl_tracker_class,
+        tracker = guard_helpers.composed_tracker(report.manager)
+        self.assertTrue(issubclass(tracker,
                                    unshelve_claim.UnshelveClaimTracker))
 
     def test_stands_aside_on_fixed_nova(self):

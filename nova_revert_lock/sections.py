@@ -10,12 +10,13 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""Counters of the critical sections this package adds.
+"""Counters of the critical sections this package adds to nova-compute.
 
-Kept per process and read by the RPC status endpoint and the benchmark:
-how many critical sections were entered, how long the lock was held in
-them (the longest ever, and per kind the median and 99th percentile of
-the latest sections), and how many raised.
+Kept per process and read by the RPC status endpoint: how many critical
+sections were entered, how long the lock was held in them (the longest
+ever, and per kind the median and 99th percentile of the latest
+sections), and how many raised. (Not to be confused with Nova's
+``nova.compute.stats``, the per-node instance counts.)
 """
 
 import collections
@@ -60,7 +61,7 @@ COUNTERS = _Counters()
 
 
 @contextlib.contextmanager
-def critical_section(kind):
+def counted(kind):
     """Count one critical section; the caller already holds the lock.
 
     :param kind: short name of the section (``'confirm'``, ``'revert'``...)
@@ -110,10 +111,3 @@ def snapshot():
     status['lock_hold_ms_by_kind'] = {
         kind: _holds(held, longest[kind]) for kind, held in latest.items()}
     return status
-
-
-def hold_samples():
-    """List of (kind, held ms) of the latest sections, for benchmarks."""
-    with _LOCK:
-        return [(kind, held) for kind, latest in COUNTERS.samples.items()
-                for held in latest]
