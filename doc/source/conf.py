@@ -16,11 +16,18 @@ The build is offline: no intersphinx, nothing fetched. The configuration
 reference is generated from the options themselves by oslo.config's
 extension (``show-options``), through the ``oslo.config.opts`` entry point,
 so the package must be installed in the build environment (tox does it).
+The table of fixes is rendered from their declarations (``_exts``).
 """
+
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), '_exts'))
 
 extensions = [
     'openstackdocstheme',
     'oslo_config.sphinxext',
+    'nrl_fixes',
 ]
 
 # openstackdocstheme
