@@ -12,22 +12,16 @@
 
 """Activate the fix in this process: register the composed compute manager.
 
-:func:`activate` runs the guard (:func:`nova_revert_lock.guard.assess.assess`),
-composes the classes for what it admitted
-(:func:`nova_revert_lock.composition.compose`), publishes the composed
-manager as this module's ``RevertLockComputeManager`` attribute and points
+:func:`activate` runs the guard, composes the classes it admitted, publishes
+the manager as this module's ``RevertLockComputeManager`` and points
 ``nova.service.SERVICE_MANAGERS['nova-compute']`` at it, so that
-``nova.service.Service.create()``, used by nova-compute and by Nova's own
-functional tests, builds it. :func:`deactivate` undoes exactly that.
-Nova's classes are never modified.
+``Service.create()`` (nova-compute, Nova's functional tests) builds it.
+:func:`deactivate` undoes exactly that. Nova's classes are never modified.
 
-On a Nova that already carries upstream's fix for bug 1879878 the mixins
-for it stand aside and the state is ``already-fixed``; mixins that go
-beyond upstream (``source_window``) are still composed when they match.
-When nothing at all is composed on such a Nova (or on an ``incomplete``
-one), the manager gets the status endpoint only, so that
-``nova-revert-lock status`` can tell that host's state; a refusal or
-``[revert_lock] enabled = false`` leaves nova-compute's manager alone.
+When nothing is composed on an ``already-fixed`` or ``incomplete`` Nova,
+the manager gets the status endpoint only, so that ``nova-revert-lock
+status`` can tell that host's state; a refusal or ``[revert_lock] enabled
+= false`` leaves nova-compute's manager alone.
 """
 
 from oslo_config import cfg
@@ -44,7 +38,6 @@ from nova_revert_lock import report as nrl_report
 
 LOG = logging.getLogger(__name__)
 
-#: what SERVICE_MANAGERS names while the fix is active
 MANAGER_PATH = __name__ + '.RevertLockComputeManager'
 
 
@@ -76,22 +69,15 @@ def _configured_manager():
 
 
 def check(conf=None):
-    """What ``nova-revert-lock check`` reports: the guard's verdict only.
-
-    :returns: an :class:`~nova_revert_lock.report.ActivationReport` with
-        no manager: nothing is composed or registered
-    """
+    """The guard's verdict only (``nova-revert-lock check``): no manager."""
     return assess.assess(conf, _configured_manager).report
 
 
 def build(conf=None):
     """Run the guard and compose the classes; register nothing.
 
-    :returns: an :class:`~nova_revert_lock.report.ActivationReport`; on
-        ``patched``, ``already-fixed`` or ``incomplete`` its ``manager`` is
-        the composed class, or None when nothing was composed
-    :raises ConfigurationError: for option values we cannot act on
-    :raises NovaNotAvailable: if Nova cannot be imported
+    :returns: an :class:`~nova_revert_lock.report.ActivationReport` whose
+        ``manager`` is the composed class, or None if nothing was composed
     """
     found = assess.assess(conf, _configured_manager)
     if found.applied:
@@ -103,12 +89,9 @@ def build(conf=None):
 def _status_only_manager(report):
     """For a report that patches nothing: the class to register, or None.
 
-    Already fixed upstream, or incomplete with nothing that applies:
-    nothing of Nova's is overridden, but the host still answers
-    ``nova-revert-lock status`` with its state.
-    Refused or disabled: nothing is touched, nova-compute runs exactly as
-    shipped (the audit then reports the host as not running the
-    extension, which is the truth).
+    Already fixed or incomplete: the status endpoint alone, so the host
+    still answers ``nova-revert-lock status``. Refused or disabled: None,
+    nova-compute runs as shipped (and the audit says so).
     """
     if report.state not in (nrl_report.ALREADY_FIXED, nrl_report.INCOMPLETE):
         return None
@@ -123,11 +106,9 @@ def _status_only_manager(report):
 def activate(conf=None):
     """Apply the configured mixins to nova-compute's manager.
 
-    Calling it again with the same configuration returns the same report
-    and changes nothing; with a different configuration it starts over.
+    Idempotent for the same configuration; a different one starts over.
 
-    :param conf: an oslo.config ConfigOpts (default: the global CONF, on
-        which Nova registers its options)
+    :param conf: a ConfigOpts (default: the global CONF)
     :returns: :class:`~nova_revert_lock.report.ActivationReport`
     :raises ConfigurationError: bad ``[revert_lock]`` values (nothing is
         changed)
@@ -143,10 +124,9 @@ def activate(conf=None):
     if _ACTIVE.report is not None and _ACTIVE.key == key:
         return _ACTIVE.report
 
-    # NOTE: build before undoing the activation in force: a new
-    # configuration that cannot be acted on raises here and leaves the
-    # previous activation whole, never half undone. The guard reads the
-    # manager we replaced, not ours, from SERVICE_MANAGERS.
+    # NOTE: build before deactivate(): a configuration that cannot be
+    # acted on raises here and leaves the activation in force whole (the
+    # guard reads the manager ours replaced, see _configured_manager).
     report = build(conf)
     deactivate()
     manager = report.manager
@@ -162,8 +142,8 @@ def activate(conf=None):
 def _register(manager, report):
     from nova import service
     report.activated_at = timeutils.utcnow().isoformat() + 'Z'
-    # NOTE: the status endpoint reads the report from the class it serves,
-    # so each composed class answers for the activation that built it.
+    # NOTE: the status endpoint reads the report off the class it serves:
+    # each composed class answers for the activation that built it.
     manager._nrl_report = report
     _ACTIVE.saved_manager = service.SERVICE_MANAGERS.get(assess.SERVICE_BINARY)
     globals()['RevertLockComputeManager'] = manager
@@ -187,37 +167,32 @@ def current_report():
 
 
 def _log(report):
+    values = {'version': report.nova_version, 'series': report.series,
+              'mixins': ', '.join(report.mixins), 'lock': report.lock,
+              'aside': ', '.join(report.fixed_upstream),
+              'missing': ', '.join(report.missing)}
     if report.state == nrl_report.PATCHED:
+        if report.fixed_upstream:
+            values['aside'] = '; already fixed upstream: ' + values['aside']
         LOG.info('nova-revert-lock: applied %(mixins)s to Nova %(version)s '
                  '(%(series)s); COMPUTE_RESOURCE_SEMAPHORE taken as the '
-                 'tracker takes it: %(lock)s%(aside)s',
-                 {'mixins': ', '.join(report.mixins),
-                  'version': report.nova_version, 'series': report.series,
-                  'lock': report.lock,
-                  'aside': ('; already fixed upstream: %s'
-                            % ', '.join(report.fixed_upstream)
-                            if report.fixed_upstream else '')})
+                 'tracker takes it: %(lock)s%(aside)s', values)
     elif report.state == nrl_report.ALREADY_FIXED and report.mixins:
         LOG.info('nova-revert-lock: Nova %(version)s (%(series)s) already '
                  'carries the fix for bug 1879878 (standing aside: '
                  '%(aside)s); applied beyond upstream: %(mixins)s; '
                  'COMPUTE_RESOURCE_SEMAPHORE taken as the tracker takes '
-                 'it: %(lock)s',
-                 {'version': report.nova_version, 'series': report.series,
-                  'aside': ', '.join(report.fixed_upstream),
-                  'mixins': ', '.join(report.mixins), 'lock': report.lock})
+                 'it: %(lock)s', values)
     elif report.state == nrl_report.ALREADY_FIXED:
         LOG.info('nova-revert-lock: Nova %s (%s) already carries the fix '
                  'for bug 1879878; standing aside', report.nova_version,
                  report.series)
     elif report.state == nrl_report.INCOMPLETE:
+        values['mixins'] = values['mixins'] or 'nothing'
         LOG.warning('nova-revert-lock: Nova %(version)s (%(series)s) has the '
                     'code of bug 1879878 and [revert_lock] mixins leaves '
                     'out its fixes %(missing)s: this host is NOT protected '
-                    'against it; applied: %(mixins)s',
-                    {'version': report.nova_version, 'series': report.series,
-                     'missing': ', '.join(report.missing),
-                     'mixins': ', '.join(report.mixins) or 'nothing'})
+                    'against it; applied: %(mixins)s', values)
     elif report.state == nrl_report.DISABLED:
         LOG.info('nova-revert-lock: disabled by [revert_lock] enabled')
     else:

@@ -19,11 +19,8 @@
                              StatusEndpointMixin, <manager>)
 
 where ``<manager>`` is the class ``nova.service.SERVICE_MANAGERS`` names for
-nova-compute. Tracker mixin methods marked with
-:func:`~nova_revert_lock.locking.under_compute_resource_semaphore` get the
-installed tracker's own lock. :func:`compose_status_only` gives a manager
-that only serves the status endpoint. Nova's classes are never modified:
-everything here is a subclass.
+nova-compute. Marked tracker methods get the installed tracker's own lock
+(:mod:`nova_revert_lock.locking`). Nova's classes are never modified.
 """
 
 import collections
@@ -42,35 +39,29 @@ LOG = logging.getLogger(__name__)
 class TrackerSwap(object):
     """Give the composed manager its tracker subclass.
 
-    ``ComputeManager.__init__`` builds a ``ResourceTracker``; this turns
-    that very object into an instance of a subclass of *its own class*
-    with the tracker mixins before it, which only adds methods, so nothing
-    the constructor set up is lost and the constructor's signature (which
-    varies by release) does not matter. A manager of a vendor may build a
-    tracker subclass of its own: it is composed over in the same way (once
-    per class), unless it overrides a tracker function the mixins replace
-    or rely on, in which case the manager refuses to start
-    (:class:`~nova_revert_lock.exception.ForeignTracker`) rather than
-    drop or bypass that override.
+    A vendor's tracker subclass is composed over in the same way (once per
+    class), unless it overrides a function the mixins replace or rely on:
+    then the manager refuses to start
+    (:class:`~nova_revert_lock.exception.ForeignTracker`) rather than drop
+    or bypass that override.
     """
 
-    #: what :func:`compose` built it from: the tracker mixins, the
-    #: namespace, and the tracker functions a foreign class may not
-    #: override (name -> the mixins that need it)
+    #: set by :func:`compose`: the tracker mixins, the namespace, the
+    #: functions a foreign tracker may not override (name -> mixins), and
+    #: tracker class -> composed subclass
     _nrl_tracker_mixins = ()
     _nrl_tracker_namespace = None
     _nrl_tracker_guarded = None
-    #: tracker class -> composed subclass
     _nrl_tracker_classes = None
 
     def __init__(self, *args, **kwargs):
         super(TrackerSwap, self).__init__(*args, **kwargs)
         # NOTE: the one class change of a live object this package makes.
-        # ComputeManager.__init__ builds its tracker itself, with no
-        # factory or class to pass in and with arguments that vary by
-        # release: the object is kept and given the composed subclass of
-        # its own class. A tracker mixin that must set up state of its own
-        # does it in _nrl_adopt, called once here.
+        # ComputeManager.__init__ builds its tracker itself, with no class
+        # to pass in and arguments that vary by release: the object keeps
+        # its state and gets the composed subclass of its own class, which
+        # only adds methods. A tracker mixin with state of its own sets it
+        # up in _nrl_adopt, called once here.
         self.rt.__class__ = self._nrl_tracker_for(type(self.rt))
         adopt = getattr(self.rt, '_nrl_adopt', None)
         if adopt is not None:
@@ -78,11 +69,7 @@ class TrackerSwap(object):
 
     @classmethod
     def _nrl_tracker_for(cls, tracker_cls):
-        """The composed subclass of ``tracker_cls``, made once per class.
-
-        :raises ForeignTracker: if ``tracker_cls`` is no ResourceTracker
-            or overrides a function the mixins replace or rely on
-        """
+        """The composed subclass of ``tracker_cls``, made once per class."""
         cache = cls._nrl_tracker_classes
         composed = cache.get(tracker_cls)
         if composed is None:
@@ -102,11 +89,9 @@ def _tracker_subclass(tracker_cls, tracker_mixins, namespace):
 
 
 def _check_tracker_class(tracker_cls, guarded):
-    """Refuse a tracker class the mixins cannot be composed over.
+    """Raise ForeignTracker if the mixins cannot be composed over it.
 
-    :param guarded: dict name -> mixin names: the tracker functions the
-        composed tracker adds, replaces or relies on
-    :raises ForeignTracker: naming the class and the functions it overrides
+    :param guarded: from :func:`_guarded_tracker_functions`
     """
     from nova.compute import resource_tracker
     stock = resource_tracker.ResourceTracker
@@ -137,32 +122,27 @@ def _check_tracker_class(tracker_cls, guarded):
 
 
 def compose(manager_cls, applied, lock):
-    """Build the tracker subclass and the manager class.
+    """The composed manager class, over ``manager_cls``.
 
-    :param manager_cls: the compute manager class to extend
     :param applied: list of (MixinSpec, MixinCheck) that matched
     :param lock: the :class:`~.locking.LockSpec` of the installed tracker
-    :returns: the composed manager class
     """
     from nova.compute import resource_tracker
+    stock = resource_tracker.ResourceTracker
 
     impls = [spec.implementation(check.series) for spec, check in applied]
     # NOTE: mixins for different callers of the same locked tracker method
     # (same-cell and cross-cell confirm both need drop_move_claim_at_source)
     # share its tracker class; a class may appear only once in the bases.
-    tracker_mixins = []
-    for impl in impls:
-        if impl.tracker and impl.tracker not in tracker_mixins:
-            tracker_mixins.append(impl.tracker)
-    # NOTE: a tracker mixin that defers a call of upstream's periodic body
-    # (incoming_migration_context defers the counting of the instances)
-    # comes first, so that the others' extensions of that call run when it
-    # runs. The sort is stable: otherwise the mixins' order.
+    # A tracker mixin that defers a call of upstream's periodic body
+    # (incoming_migration_context) comes first, so that the others'
+    # extensions of that call run when it runs; the sort is stable.
     tracker_mixins = tuple(sorted(
-        tracker_mixins,
+        collections.OrderedDict.fromkeys(i.tracker for i in impls
+                                         if i.tracker),
         key=lambda m: not getattr(m, '_nrl_tracker_first', False)))
     namespace = {'__module__': __name__}
-    if not hasattr(resource_tracker.ResourceTracker, '_drop_move_claim'):
+    if not hasattr(stock, '_drop_move_claim'):
         # NOTE: the body of the installed drop_move_claim without its lock
         # (the guard checked it is the code we know, and that it takes no
         # lock itself). The lock is not reentrant, so code already holding
@@ -170,11 +150,10 @@ def compose(manager_cls, applied, lock):
         # Nova with upstream's fix has its own, which its drop_move_claim
         # calls: replacing that one with this body would recurse.
         namespace['_drop_move_claim'] = inspect.unwrap(
-            resource_tracker.ResourceTracker.__dict__['drop_move_claim'])
+            stock.__dict__['drop_move_claim'])
     for mixin in tracker_mixins:
         namespace.update(locking.apply_lock(
             ((name, getattr(mixin, name)) for name in dir(mixin)), lock))
-    stock = resource_tracker.ResourceTracker
     tracker_cls = _tracker_subclass(stock, tracker_mixins, namespace)
     manager_mixins = tuple(i.manager for i in impls if i.manager)
     return type('RevertLockComputeManager',
@@ -191,11 +170,9 @@ def compose(manager_cls, applied, lock):
 def _guarded_tracker_functions(applied, namespace):
     """Tracker functions a foreign tracker class must not override.
 
-    Those the applied mixins replace or rely on, those whose lock is read
-    (:data:`~nova_revert_lock.fixes.LOCK_REFS`), and those the composed
-    tracker defines itself.
-
-    :returns: dict function name -> sorted names of the mixins needing it
+    Those the mixins replace or rely on, those whose lock is read
+    (:data:`~nova_revert_lock.fixes.LOCK_REFS`), those the composed tracker
+    defines; as a dict name -> sorted names of the mixins needing it.
     """
     prefix = 'nova.compute.resource_tracker:ResourceTracker.'
     guarded = collections.defaultdict(set)

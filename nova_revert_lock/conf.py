@@ -10,11 +10,7 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""The ``[revert_lock]`` configuration group.
-
-nova-compute-revert-lock reads it from Nova's own configuration files
-(``nova.conf`` and friends), so operators keep one configuration.
-"""
+"""The ``[revert_lock]`` group, read from Nova's own configuration files."""
 
 from oslo_config import cfg
 
@@ -59,9 +55,8 @@ OPTS = [
 
 def register_opts(conf):
     """Register the group on ``conf``; safe to call more than once."""
-    # NOTE: an OptGroup keeps the overrides of its options, so each
-    # ConfigOpts gets a group object of its own (sharing GROUP would leak
-    # set_override() from one configuration into every other).
+    # NOTE: an OptGroup keeps the overrides of its options: sharing GROUP
+    # would leak set_override() from one ConfigOpts into every other.
     conf.register_group(cfg.OptGroup(GROUP.name, title=GROUP.title,
                                      help=GROUP.help))
     conf.register_opts(OPTS, group=GROUP.name)

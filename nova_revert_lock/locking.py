@@ -13,16 +13,15 @@
 """Take ``COMPUTE_RESOURCE_SEMAPHORE`` exactly as the installed tracker does.
 
 oslo.concurrency keeps fair and plain internal locks in separate
-registries: a ``lock('compute_resources', fair=True)`` and a
-``lock('compute_resources')`` are two different locks that never exclude
-each other, and nothing warns about it. Train's tracker takes the
-semaphore plain, Ussuri and later take it fair. So the new critical
-sections must not name the lock themselves: they read the arguments the
-installed tracker's own ``lockutils.synchronized`` wrapper closed over
-(name, fairness, external, prefix...) and decorate with exactly those.
+registries: ``lock('compute_resources', fair=True)`` and
+``lock('compute_resources')`` never exclude each other, silently. Train's
+tracker takes the semaphore plain, Ussuri and later fair. So the new
+critical sections read the arguments the installed tracker's own
+``lockutils.synchronized`` wrapper closed over (name, fairness, external,
+prefix...) and decorate with exactly those.
 
-The lock is not reentrant: code running under it must never call a
-synchronized tracker method.
+The lock is not reentrant: code under it must never call a synchronized
+tracker method.
 """
 
 import inspect
@@ -74,10 +73,10 @@ class LockSpec(object):
 
 
 def lock_of(func):
-    """Return the :class:`LockSpec` a synchronized function takes.
+    """The :class:`LockSpec` a ``lockutils.synchronized`` function takes.
 
-    :param func: a function decorated with ``lockutils.synchronized`` (or
-        Nova's ``utils.synchronized``, a prefixed partial of it)
+    Nova's ``utils.synchronized`` is a prefixed partial of it.
+
     :raises UnknownLock: if ``func`` is not such a wrapper
     """
     func = getattr(func, '__func__', func)
@@ -95,10 +94,10 @@ def lock_of(func):
 
 
 def tracker_lock(refs):
-    """The one lock all of ``refs`` take.
+    """The one lock all of ``refs`` (``module:Class.method``) take.
 
-    :param refs: references (``module:Class.method``) of synchronized
-        tracker methods; the periodic task must be among them.
+    The periodic task must be among them.
+
     :raises UnknownLock: if one is not synchronized or they disagree
     """
     specs = {}
@@ -119,22 +118,14 @@ def tracker_lock(refs):
 def under_compute_resource_semaphore(func):
     """Mark a tracker method to run under the tracker's own lock.
 
-    The lock itself is applied when the tracker class is composed
-    (:func:`apply_lock`), from the :class:`LockSpec` read off the installed
-    tracker: marking, not locking, here keeps the choice of fair or plain
-    lock out of the mixins.
+    :func:`apply_lock` applies it when the tracker class is composed, so
+    the choice of fair or plain lock stays out of the mixins.
     """
     func._nrl_under_semaphore = True
     return func
 
 
 def apply_lock(cls_dict_items, spec):
-    """Wrap every marked function of a class namespace with ``spec``.
-
-    :returns: dict of name -> locked function, for the composed class
-    """
-    locked = {}
-    for name, value in cls_dict_items:
-        if getattr(value, '_nrl_under_semaphore', False):
-            locked[name] = spec.synchronized()(value)
-    return locked
+    """{name: locked function} for the marked ones of ``cls_dict_items``."""
+    return {name: spec.synchronized()(value) for name, value in cls_dict_items
+            if getattr(value, '_nrl_under_semaphore', False)}

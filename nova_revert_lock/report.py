@@ -10,10 +10,10 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""The report model: what the guard found on this host, and what was done.
+"""What the guard found on this host, and what was done.
 
-``nova-revert-lock check`` prints it, ``nova-compute-revert-lock`` logs it
-and decides on it, and the status endpoint serves it to the fleet audit.
+``nova-revert-lock check`` prints it, ``nova-compute-revert-lock`` acts on
+it, and the status endpoint serves it to the fleet audit.
 """
 
 import collections
@@ -46,33 +46,23 @@ BUG_OPEN = 'open'
 
 
 class ActivationReport(object):
-    """What :func:`activate` found and did.
+    """What :func:`~nova_revert_lock.activation.activate` found and did.
 
-    :ivar state: :data:`PATCHED`, :data:`ALREADY_FIXED`,
-        :data:`INCOMPLETE`, :data:`REFUSED` or :data:`DISABLED` (the word
-        itself, a str). Mixins whose feature this Nova lacks (cross-cell resize
-        on Train) are left out and listed in ``not_applicable``; if that
-        leaves nothing, the state is ``'refused'``. Only ``patched`` and
-        ``already-fixed`` mean the host is protected.
-    :ivar nova_version: installed Nova release string, or None
-    :ivar series: its series (``'ussuri'``), or ``'unknown'``
-    :ivar mixins: names of the mixins applied: on ``patched``, the fixes
-        for bug 1879878 and the extras; on ``already-fixed``, only the
-        extras (``fixes.is_extra``: beyond upstream such as
-        ``source_window``, or fixes of sibling races the installed Nova
-        lacks such as ``resize_source_flavor``), if any
-    :ivar problems: list of human-readable strings (why refused)
-    :ivar warnings: list of human-readable strings: why an extra (a
-        mixin beyond upstream or of the family) was left out (on any Nova)
-    :ivar missing: names of the bug 1879878 mixins that match this Nova's
-        affected code but are not in ``[revert_lock] mixins`` (state
-        ``incomplete``)
-    :ivar checks: list of :class:`~.guard.decision.MixinCheck`, one per
-        mixin named
+    :ivar state: one of the states above (a str); mixins whose feature this
+        Nova lacks are left out (``not_applicable``), and if that leaves
+        nothing the state is ``refused``
+    :ivar series: the series of ``nova_version`` (``'ussuri'``), or
+        ``'unknown'``
+    :ivar mixins: the mixins applied; on ``already-fixed`` only the extras
+        (``fixes.is_extra``), if any
+    :ivar problems: why refused, for an operator
+    :ivar warnings: why an extra was left out, for an operator
+    :ivar missing: the bug 1879878 mixins this Nova needs that
+        ``[revert_lock] mixins`` leaves out (state ``incomplete``)
+    :ivar checks: a :class:`~.guard.decision.MixinCheck` per mixin named
     :ivar lock: how the installed tracker takes its lock, or None
     :ivar manager: the composed manager class, or None
-    :ivar activated_at: when :func:`activate` registered ``manager``
-        (ISO 8601, UTC), or None
+    :ivar activated_at: when it was registered (ISO 8601, UTC), or None
     """
 
     def __init__(self, state, nova_version=None, mixins=(), problems=(),
@@ -113,10 +103,8 @@ class ActivationReport(object):
     def bugs(self):
         """{bug: (what the host is to it, why)} for each bug of the family.
 
-        Per mixin of the bug (``fixes.BUGS``): applied, fixed upstream or
-        not applicable is covered; a mixin checked but left out, or not
-        checked at all (not configured, refused, disabled), leaves the
-        host open to the bug, and the reason says which.
+        A mixin of the bug (``fixes.BUGS``) left out or not checked at all
+        leaves the host open to it, and the reason says which.
         """
         by_name = dict((c.name, c) for c in self.checks)
         out = collections.OrderedDict()
@@ -135,10 +123,9 @@ class ActivationReport(object):
                 else:
                     open_.append('%s not applied (%s)' % (name,
                                                           check.outcome))
-            if open_ and self.state != DISABLED:
-                out[bug] = (BUG_OPEN, '; '.join(open_))
-            elif open_:
-                out[bug] = (BUG_OPEN, 'disabled')
+            if open_:
+                out[bug] = (BUG_OPEN, '; '.join(open_)
+                            if self.state != DISABLED else 'disabled')
             elif covered:
                 out[bug] = (BUG_PATCHED, ', '.join(covered))
             elif fixed:

@@ -12,11 +12,8 @@
 
 """Counters of the critical sections this package adds to nova-compute.
 
-Kept per process and read by the RPC status endpoint: how many critical
-sections were entered, how long the lock was held in them (the longest
-ever, and per kind the median and 99th percentile of the latest
-sections), and how many raised. (Not to be confused with Nova's
-``nova.compute.stats``, the per-node instance counts.)
+Per process, served by the RPC status endpoint (:func:`snapshot`). Not to
+be confused with Nova's ``nova.compute.stats`` (per-node instance counts).
 """
 
 import collections
@@ -62,10 +59,7 @@ COUNTERS = _Counters()
 
 @contextlib.contextmanager
 def counted(kind):
-    """Count one critical section; the caller already holds the lock.
-
-    :param kind: short name of the section (``'confirm'``, ``'revert'``...)
-    """
+    """Count one section of ``kind`` (``'confirm'``...), run under the lock."""
     start = time.monotonic()
     failed = True
     try:
@@ -94,9 +88,8 @@ def _holds(latest, longest):
 def snapshot():
     """A plain dict of the counters, safe to send over RPC.
 
-    ``lock_hold_ms_by_kind`` gives, per kind of section, the median and
-    99th percentile hold of the latest sections (``n`` of them, at most
-    ``_HOLD_SAMPLES``) and the longest hold since the process started.
+    ``lock_hold_ms_by_kind`` gives per kind the median and 99th percentile
+    hold of the latest ``n`` sections and the longest hold ever.
     """
     with _LOCK:
         status = {

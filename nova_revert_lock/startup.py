@@ -16,32 +16,25 @@ nova-compute must choose its concurrency model (eventlet monkey patching,
 or native threading) before anything else is imported, and where Nova
 does that changed between releases:
 
-=============  ========================================================
-Nova           where concurrency is set up
-=============  ========================================================
-20.x - 31.x    ``nova/cmd/__init__.py``: ``import nova.monkey_patch``
-               patches eventlet on import (unless
-               ``OS_NOVA_DISABLE_EVENTLET_PATCHING`` says not to)
-32.x           ``nova/cmd/__init__.py``: ``monkey_patch.patch()``
-33.x           first statement of ``nova/cmd/compute.py``:
-               ``monkey_patch.patch()`` (eventlet unless the environment
-               variable disables it)
-34.x           first statement of ``nova/cmd/compute.py``:
-               ``monkey_patch.patch(backend='threading')``: native
-               threading unless ``[DEFAULT] concurrency_backend`` or the
-               environment variable asks for eventlet; eventlet must not
-               have been imported before (Nova refuses to start)
-=============  ========================================================
+=============  ==========================================================
+Nova           concurrency set up by
+=============  ==========================================================
+20.x - 31.x    ``import nova.monkey_patch`` in ``nova/cmd/__init__.py``
+32.x           ``monkey_patch.patch()`` in ``nova/cmd/__init__.py``
+33.x           ``monkey_patch.patch()``, first in ``nova/cmd/compute.py``
+34.x           ``monkey_patch.patch(backend='threading')``, first in
+               ``nova/cmd/compute.py``; eventlet must not have been
+               imported before (Nova refuses to start)
+=============  ==========================================================
 
-In every release, importing ``nova.cmd.compute`` (which the
-``nova-compute`` console script does first) sets concurrency up as that
-release wants it. :func:`recognise` reads Nova's source, importing
-nothing, to check that the installed Nova does it in one of these known
-ways; :func:`import_entry_module` then imports ``nova.cmd.compute``.
+So importing ``nova.cmd.compute``, as the console script does, sets
+concurrency up as the release wants it: Nova itself honours
+``OS_NOVA_DISABLE_EVENTLET_PATCHING`` and (34.x on) ``[DEFAULT]
+concurrency_backend``. :func:`recognise` checks, reading Nova's source,
+that the installed Nova is one of these shapes.
 
-NOTE: this module imports nothing but the standard library: it runs before
-Nova has set up concurrency, and importing oslo or eventlet here would
-break that (on 34.x: "eventlet library imported early").
+NOTE: only the standard library may be imported here: this runs before
+Nova sets up concurrency.
 """
 
 import ast
@@ -50,7 +43,6 @@ import importlib.util
 import os
 import sys
 
-#: the module whose ``main()`` the ``nova-compute`` console script runs
 ENTRY_MODULE = 'nova.cmd.compute'
 ENTRY_POINT = ENTRY_MODULE + ':main'
 
@@ -84,9 +76,8 @@ class EntryPoint(object):
     """How the installed Nova's nova-compute sets up concurrency.
 
     :ivar shape: :data:`PACKAGE` or :data:`MODULE`
-    :ivar default_backend: the backend Nova's code asks for when neither
-        the environment nor (34.x on) ``[DEFAULT] concurrency_backend``
-        says otherwise: ``'eventlet'`` or ``'threading'``
+    :ivar default_backend: :data:`EVENTLET` or :data:`THREADING`, as Nova's
+        code asks when nothing in the environment or configuration does
     :ivar path: the file that sets it up
     :ivar version: the installed Nova release, or None
     """
@@ -112,24 +103,17 @@ def nova_version():
         from importlib import metadata
     except ImportError:  # Python < 3.8
         metadata = None
-    if metadata is not None:
-        try:
-            return metadata.version('nova')
-        except Exception:  # noqa: BLE001 - any failure means "don't know"
-            return None
     try:
+        if metadata is not None:
+            return metadata.version('nova')
         import pkg_resources
         return pkg_resources.get_distribution('nova').version
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - any failure means "don't know"
         return None
 
 
 def _console_script():
-    """What the installed ``nova-compute`` console script runs, or None.
-
-    None when the metadata cannot be read here (then the source alone is
-    judged).
-    """
+    """What the ``nova-compute`` console script runs; None if unreadable."""
     try:
         from importlib import metadata
     except ImportError:  # Python < 3.8
@@ -262,15 +246,12 @@ def _has_main(tree):
 def recognise(nova_dir=None, console_script=None, version=None):
     """Check how the installed Nova starts nova-compute; import nothing.
 
-    :param nova_dir: directory of the ``nova`` package (default: found
-        without importing it)
-    :param console_script: what the ``nova-compute`` console script runs
-        (default: read from Nova's metadata; None when unreadable)
-    :param version: the release, for messages (default: from metadata)
+    By default the installed Nova is found without importing it, and its
+    console script and version are read from its metadata.
+
     :returns: :class:`EntryPoint`
     :raises NovaNotFound: no Nova here
-    :raises UnrecognisedEntryPoint: the message says which release and
-        what was expected
+    :raises UnrecognisedEntryPoint: the message says what was expected
     """
     if nova_dir is None:
         nova_dir = _nova_dir()
@@ -311,24 +292,15 @@ def recognise(nova_dir=None, console_script=None, version=None):
 
 
 def import_entry_module():
-    """Import ``nova.cmd.compute``, as the nova-compute script does.
-
-    The release's own code sets up concurrency on the way: eventlet or
-    native threading, honouring ``OS_NOVA_DISABLE_EVENTLET_PATCHING`` and
-    (34.x on) ``[DEFAULT] concurrency_backend`` in the configuration files
-    named on the command line (``sys.argv``).
-
-    :returns: the module
-    """
+    """Import ``nova.cmd.compute``, letting the release set up concurrency."""
     return importlib.import_module(ENTRY_MODULE)
 
 
 def running_backend():
     """The concurrency model this process runs: eventlet or threading.
 
-    Eventlet counts only when it has monkey patched the standard library
-    (34.x with native threading never imports it; 32.x and 33.x import it
-    unpatched).
+    Eventlet counts only if it patched the standard library: 32.x and 33.x
+    import it even when they do not patch.
     """
     eventlet = sys.modules.get('eventlet')
     if eventlet is None:

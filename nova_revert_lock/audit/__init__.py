@@ -12,16 +12,12 @@
 
 """The fleet audit: every nova-compute says whether it is protected.
 
-* :mod:`.endpoint`: what a compute serves. The composed compute manager
-  adds :class:`~.endpoint.StatusEndpoint` to nova-compute's own RPC
-  server, in its own namespace; it is the only module of this package a
-  compute host imports.
+* :mod:`.endpoint`: what a compute serves, on nova-compute's own RPC
+  server; the only module of this package a compute host imports.
 * :mod:`.client`: :class:`~.client.StatusAPI`, which asks one host.
-* :mod:`.targets`: which hosts to ask, and on which broker: named hosts
-  on ``[DEFAULT] transport_url``, or every nova-compute service of every
-  cell, found through the API database as nova-manage does.
+* :mod:`.targets`: which hosts to ask, and on which broker.
 * :mod:`.query`: asks the targets, in parallel and in bounded time, and
-  turns every answer (or silence) into a row.
+  turns every answer (or silence) into a row (:mod:`.rows`).
 
 ``nova-revert-lock status`` (:mod:`nova_revert_lock.cmd.status`) is the
 command line on top.

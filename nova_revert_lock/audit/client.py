@@ -33,11 +33,9 @@ class NotRunningExtension(Exception):
 
 
 class _ContextSerializer(messaging.NoOpSerializer):
-    """Send a request context as the dict nova-compute expects.
+    """Send a complete oslo.context dict, as every Nova release reads it.
 
-    nova-compute turns the context of every message into a Nova
-    ``RequestContext`` (``RequestContext.from_dict``); a complete
-    oslo.context dict is what every release reads.
+    nova-compute turns it into a ``RequestContext`` (``from_dict``).
     """
 
     def serialize_context(self, context):
@@ -58,20 +56,17 @@ def admin_context():
 def get_transport(conf, url=None):
     """An RPC transport to the broker nova-compute listens on.
 
-    :param conf: ConfigOpts with the ``[DEFAULT]`` and driver options (they
-        are registered on it if missing)
-    :param url: transport URL; default: ``[DEFAULT] transport_url``
+    The messaging options are registered on ``conf`` if missing; ``url``
+    defaults to ``[DEFAULT] transport_url``.
     """
-    # NOTE: Nova's computes listen on the 'nova' exchange unless
-    # [DEFAULT] control_exchange says otherwise; nova.rpc makes the same
-    # call before creating any transport.
+    # NOTE: as nova.rpc does: computes listen on the 'nova' exchange unless
+    # [DEFAULT] control_exchange says otherwise.
     messaging.set_transport_defaults(control_exchange=NOVA_EXCHANGE)
-    # NOTE: imported here, not with the module: it imports every driver
-    # (kombu, amqp...), which only the client needs.
+    # NOTE: imported here: it imports every driver (kombu, amqp...), which
+    # only the client needs.
     from oslo_messaging import opts as om_opts
-    # NOTE: newer oslo.messaging releases register some groups (e.g.
-    # [oslo_messaging_metrics], read by every RPC client) on the global
-    # CONF only; register every group it lists on the ConfigOpts we use.
+    # NOTE: newer oslo.messaging registers some groups read by every RPC
+    # client ([oslo_messaging_metrics]) on the global CONF only.
     for group, opts in om_opts.list_opts():
         conf.register_opts(opts, group=group)
     try:
@@ -88,9 +83,7 @@ def get_transport(conf, url=None):
 def is_out_of_namespace(error):
     """True if ``error`` means "no endpoint of this namespace/version".
 
-    The dispatcher raises UnsupportedVersion (no endpoint with the
-    namespace and a compatible version) or NoSuchMethod; a real broker
-    hands them back as RemoteError naming the class.
+    A real broker hands the dispatcher's error back as a RemoteError.
     """
     if isinstance(error, (messaging.UnsupportedVersion,
                           messaging.NoSuchMethod)):
@@ -100,18 +93,14 @@ def is_out_of_namespace(error):
 
 
 class StatusAPI(object):
-    """Client of the status endpoint of one compute host at a time.
+    """Client of the status endpoint, on Nova's ``compute`` topic.
 
-    Messages go to Nova's ``compute`` topic with ``server=<host>``, exactly
-    where that host's nova-compute listens, in the ``revert_lock``
-    namespace. A host that answers without that endpoint (a plain
-    nova-compute: its dispatcher says ``UnsupportedVersion``) is not
-    running the extension.
+    A host that answers without the endpoint (a plain nova-compute: its
+    dispatcher says ``UnsupportedVersion``) is not running the extension.
 
-    :param transport: an oslo.messaging RPC transport
     :param timeout: seconds to wait for each reply
     :param version_cap: newest version to send (default: the newest
-        known); a method added in a later minor version is sent only when
+        known); a later minor version's method is sent only when
         ``can_send_version`` allows it, as Nova's RPC clients do
     :param retry: oslo.messaging send retries (None: the driver default)
     """
@@ -131,10 +120,9 @@ class StatusAPI(object):
             serializer=_ContextSerializer(), retry=retry)
 
     def get_status(self, context, host):
-        """Ask ``host`` for its status.
+        """Ask ``host`` for its :func:`.endpoint.status_of`.
 
         :param context: a request context or dict (None: an admin context)
-        :returns: the endpoint's dict (:func:`.endpoint.status_of`)
         :raises NotRunningExtension: the host answered without the endpoint
         :raises oslo_messaging.MessagingTimeout: no answer within timeout
         """

@@ -20,48 +20,29 @@ namespace, so it can never collide with Nova's compute RPC API.
 RPC API history (namespace ``revert_lock``)::
 
     1.0 - get_status()
-
-A later minor version only adds; its client will send it when
-``can_send_version`` allows, as Nova's RPC clients do.
 """
 
 import oslo_messaging as messaging
 
 from nova_revert_lock import sections
 
-#: RPC namespace of the status endpoint; Nova's endpoints have none or
-#: their own ('baseapi'), so the dispatcher never mixes them up.
+#: Nova's endpoints have none, or their own ('baseapi')
 NAMESPACE = 'revert_lock'
-#: the version the endpoint serves and the client speaks
 RPC_API_VERSION = '1.0'
 
 
 def status_of(manager):
-    """The status of this process's nova-compute, as a plain dict.
+    """The status of this process's nova-compute, as a JSON-safe dict.
 
-    :param manager: the compute manager serving the endpoint; activation
-        sets ``_nrl_report`` on the class it composes
-    :returns: dict with ``host``, ``rpc_version``, ``nova_version``,
-        ``series``, ``state``, ``mixins``, ``missing`` (the bug 1879878
-        fixes configured out on a Nova that needs them: state
-        ``incomplete``), ``activated_at`` (ISO 8601 UTC
-        or None), ``bugs`` (bug number -> ``patched``, ``fixed-upstream``,
-        ``not-applicable`` or ``open``) and the counters of
-        :func:`nova_revert_lock.sections.snapshot` (critical sections entered,
-        longest lock hold in ms, errors), all JSON-safe
+    The fields of the report activation set on the manager's class
+    (``_nrl_report``; ``bugs`` as bug -> verdict) and the counters of
+    :func:`nova_revert_lock.sections.snapshot`.
     """
     report = getattr(manager, '_nrl_report', None)
-    status = {
-        'host': getattr(manager, 'host', None),
-        'rpc_version': RPC_API_VERSION,
-        'nova_version': None,
-        'series': 'unknown',
-        'state': 'unknown',
-        'mixins': [],
-        'missing': [],
-        'activated_at': None,
-        'bugs': {},
-    }
+    status = {'host': getattr(manager, 'host', None),
+              'rpc_version': RPC_API_VERSION, 'nova_version': None,
+              'series': 'unknown', 'state': 'unknown', 'mixins': [],
+              'missing': [], 'activated_at': None, 'bugs': {}}
     if report is not None:
         status.update({
             'nova_version': report.nova_version,
@@ -80,8 +61,8 @@ def status_of(manager):
 class StatusEndpoint(object):
     """RPC endpoint: what this nova-compute runs and how it went so far.
 
-    Read-only, cheap, and it takes no lock: an audit must never wait on
-    (or delay) a compute that is busy confirming resizes.
+    It takes no lock: an audit must never wait on (or delay) a compute
+    that is busy confirming resizes.
     """
 
     target = messaging.Target(namespace=NAMESPACE, version=RPC_API_VERSION)
@@ -97,10 +78,8 @@ class StatusEndpoint(object):
 class StatusEndpointMixin(object):
     """Compute manager mixin: serve a :class:`StatusEndpoint`.
 
-    ``nova.manager.Manager.__init__`` sets ``additional_endpoints`` to an
-    empty list, so the endpoint is appended after the constructor ran;
-    ``nova.service.Service.start()`` reads the list when it creates the
-    RPC server.
+    ``Manager.__init__`` sets ``additional_endpoints`` to an empty list,
+    which ``Service.start()`` reads later: append after the constructor.
     """
 
     def __init__(self, *args, **kwargs):

@@ -17,29 +17,27 @@ import logging
 import threading
 import time
 
+import oslo_messaging as messaging
+
 from nova_revert_lock.audit import client
 from nova_revert_lock.audit import rows as audit_rows
 from nova_revert_lock.audit import targets as audit_targets
 
-#: hosts asked at the same time on one transport, by as many threads. A
-#: reply takes milliseconds, but a host that does not answer holds its
-#: thread for the whole timeout: the bound leaves room for dozens of
-#: silent hosts at once, so that they cost one timeout, not one each.
+#: hosts asked at the same time on one transport, by as many threads: a
+#: silent host holds its thread for the whole timeout, so dozens of them
+#: should cost one timeout, not one each.
 MAX_PARALLEL = 64
 #: seconds the transport may take to close once every host answered
 CLEANUP_WAIT = 1.0
-#: grace, in seconds, on top of the reply timeout before a host still
-#: waiting on its transport is given up
+#: seconds on top of the reply timeout before a host is given up
 GRACE = 5.0
-#: loggers of the messaging driver and of the libraries under it
 MESSAGING_LOGGERS = ('oslo_messaging', 'oslo.messaging')
 
 
 class _TransportErrors(logging.Handler):
-    """Remember what the messaging driver last complained about.
+    """Remember what the messaging driver last logged.
 
-    oslo.messaging's drivers retry a broker they cannot reach and only
-    log why; that reason is what an unreachable row should say.
+    The drivers retry a broker they cannot reach and only log why.
     """
 
     def __init__(self):
@@ -56,10 +54,9 @@ class _TransportErrors(logging.Handler):
 def probe_broker(conf, url, timeout):
     """Can we log in to the broker? None if so (or cannot tell), else why.
 
-    Only ``rabbit://`` URLs without TLS are probed; oslo.messaging itself
-    would retry an unreachable broker forever instead of failing a call.
+    oslo.messaging would retry an unreachable broker forever instead of
+    failing a call. Only ``rabbit://`` URLs without TLS are probed.
     """
-    import oslo_messaging as messaging
     try:
         parsed = messaging.TransportURL.parse(conf, url)
     except messaging.InvalidTransportURL:
@@ -116,8 +113,6 @@ class _Answers(object):
 
 def _answer(api, target):
     """Ask one host; return its row."""
-    import oslo_messaging as messaging
-
     try:
         status = api.get_status(None, target.host)
     except client.NotRunningExtension as e:
@@ -137,10 +132,7 @@ def _answer(api, target):
 
 
 def _ask_each(api, work, answers):
-    """Ask the hosts of ``work``, (index, target) pairs, until none is left.
-
-    A fixed number of threads so asks a fleet of any size.
-    """
+    """Ask the hosts of ``work``, (index, target) pairs, until none is left."""
     while True:
         try:
             index, target = work.popleft()
@@ -158,16 +150,13 @@ def _close(transport):
 
 
 def close_transport(transport, wait=None):
-    """Close ``transport``, waiting for it at most ``wait`` seconds.
+    """Close ``transport``, waiting at most ``wait`` (:data:`CLEANUP_WAIT`).
 
-    oslo.messaging's reply waiter (12.1, Ussuri's, among others) looks
-    whether it should stop only between two waits for replies, and those
-    waits grow while no reply comes, up to the heartbeat interval (15 s
-    by default): after hosts that did not answer, closing can take
-    seconds for nothing. The command exits right after; what is not
-    closed by then goes with the process.
-
-    :param wait: seconds (default :data:`CLEANUP_WAIT`)
+    oslo.messaging's reply waiter (12.1, Ussuri's, among others) checks
+    whether to stop only between waits for replies, which grow up to the
+    heartbeat interval (15 s) while none comes: after silent hosts,
+    closing can take seconds for nothing. What is not closed by then goes
+    with the process.
     """
     thread = threading.Thread(target=_close, args=(transport,),
                               name='nrl-status-close')
@@ -180,9 +169,8 @@ def close_transport(transport, wait=None):
 def ask_hosts(conf, url, targets, timeout):
     """Ask every target on one transport; one row each, in order.
 
-    Bounded time: hosts are asked in parallel, by :data:`MAX_PARALLEL`
-    threads at most; a host still waiting on its transport after every
-    round of ``timeout`` (plus :data:`GRACE`) is reported unreachable.
+    A host still waiting on its transport after every round of
+    ``timeout`` (plus :data:`GRACE`) is reported unreachable.
     """
     try:
         transport = audit_targets.make_transport(conf, url)

@@ -18,6 +18,11 @@ nova-manage does: the API database's cell mappings, then each cell's
 database; each host is asked on its cell's transport URL.
 """
 
+import collections
+
+from oslo_config import cfg
+import oslo_messaging as messaging
+
 from nova_revert_lock import audit
 from nova_revert_lock.audit import client
 from nova_revert_lock.audit import rows as audit_rows
@@ -29,9 +34,7 @@ UsageError = audit.UsageError
 class Target(object):
     """One nova-compute to ask.
 
-    :ivar host: the service's host (its RPC server name)
-    :ivar cell: the cell name, or None with ``--host``
-    :ivar url: transport URL of its broker (None: ``[DEFAULT]``)
+    ``cell`` is None with ``--host``; ``url`` None means ``[DEFAULT]``.
     """
 
     def __init__(self, host, cell=None, url=None):
@@ -42,7 +45,6 @@ class Target(object):
 
 def load_host_config(config_files):
     """A ConfigOpts with the messaging options, from Nova's config files."""
-    from oslo_config import cfg
     conf = cfg.ConfigOpts()
     try:
         conf(common.config_args(config_files), project='nova',
@@ -53,7 +55,6 @@ def load_host_config(config_files):
 
 
 def _transport_url_set(conf):
-    from oslo_config import cfg
     try:
         location = conf.get_location('transport_url')
     except (AttributeError, cfg.NoSuchOptError):
@@ -64,7 +65,6 @@ def _transport_url_set(conf):
 
 def targets_from_hosts(conf, hosts):
     """``--host``: the hosts, on ``[DEFAULT] transport_url``."""
-    import oslo_messaging as messaging
     try:
         # registers [DEFAULT] transport_url & co on conf
         messaging.TransportURL.parse(conf)
@@ -76,14 +76,10 @@ def targets_from_hosts(conf, hosts):
             '[DEFAULT] transport_url is not set in %s: --host needs the '
             'transport URL of the computes\' cell (pass --config-file with '
             'that cell\'s nova.conf)' % _files_read(conf))
-    # Loads the driver: an unknown one is a usage error now, not a row.
-    # Nothing connects until a message is sent.
+    # Loads the driver (an unknown one is a usage error now, not a row);
+    # nothing connects until a message is sent.
     make_transport(conf, None).cleanup()
-    seen = []
-    for host in hosts:
-        if host not in seen:
-            seen.append(host)
-    return [Target(h) for h in seen]
+    return [Target(h) for h in collections.OrderedDict.fromkeys(hosts)]
 
 
 def _files_read(conf):
@@ -92,11 +88,7 @@ def _files_read(conf):
 
 
 def load_nova_config(config_files):
-    """Nova's global CONF, parsed from Nova's config files; DB configured.
-
-    :raises UsageError: unparsable files, or no ``[api_database]
-        connection``
-    """
+    """Nova's global CONF, parsed from Nova's config files; DB configured."""
     try:
         import nova.conf
         from nova import config
@@ -105,7 +97,6 @@ def load_nova_config(config_files):
         raise UsageError(
             '--all needs Nova importable here (%s): run it in the Python '
             'environment of a Nova service, or name hosts with --host' % e)
-    from oslo_config import cfg
     objects.register_all()
     CONF = nova.conf.CONF
     try:
@@ -120,13 +111,11 @@ def load_nova_config(config_files):
             '--all needs [api_database] connection (Nova\'s API database, '
             'where the cell mappings are), and %s does not set it'
             % _files_read(CONF))
-    # NOTE: an audit reports a database it cannot reach, it does not wait
-    # minutes for it: one attempt each (oslo.db retries 10 times, 10 s
-    # apart, by default).
+    # NOTE: an audit reports a database it cannot reach rather than wait
+    # minutes for it (oslo.db retries 10 times, 10 s apart, by default).
     for group in ('database', 'api_database'):
         CONF.set_override('max_retries', 0, group=group)
     _configure_databases(CONF)
-    import oslo_messaging as messaging
     try:
         # NOTE: registers [DEFAULT] transport_url, which CellMapping reads
         # to fill in templated transport URLs; nova.rpc.init() would too,
@@ -140,8 +129,7 @@ def load_nova_config(config_files):
 def _configure_databases(conf):
     """Point Nova's DB API at the configured databases.
 
-    Up to Wallaby one module configures both the main and the API
-    database; later releases split it into nova.db.main and nova.db.api.
+    Up to Wallaby one module configures both; later releases split it.
     """
     try:
         from nova.db.sqlalchemy import api as sqlalchemy_api
@@ -155,11 +143,7 @@ def _configure_databases(conf):
 
 
 def targets_from_cells(conf):
-    """``--all``: every nova-compute service of every cell.
-
-    :returns: (targets, rows) where rows are error rows for cells whose
-        database could not be read
-    """
+    """``--all``: (targets, error rows of the cells that cannot be read)."""
     from nova import context as nova_context
     from nova import objects
     from oslo_db import exception as db_exc
@@ -204,7 +188,6 @@ def targets_from_cells(conf):
 
 def make_transport(conf, url):
     """An RPC transport; bad URLs are usage errors naming the option."""
-    import oslo_messaging as messaging
 
     where = 'the cell mapping\'s transport_url' if url else (
         '[DEFAULT] transport_url')

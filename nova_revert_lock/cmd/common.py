@@ -34,16 +34,10 @@ def add_config_file_argument(parser, purpose='', needs=''):
 
 def config_args(config_files):
     """oslo.config command-line arguments for ``--config-file`` values."""
-    args = []
-    for path in config_files or ():
-        args.extend(['--config-file', path])
-    return args
+    return [arg for path in config_files or ()
+            for arg in ('--config-file', path)]
 
 
 def default_files(config_files):
-    """``default_config_files`` for oslo.config.
-
-    Without ``--config-file``, the files nova-compute would read (None
-    lets oslo.config find them); with it, only those named.
-    """
+    """None (oslo.config finds nova-compute's files) unless files are named."""
     return None if config_files is None else []

@@ -12,22 +12,15 @@
 
 """nova-compute-revert-lock: nova-compute, with the fix activated.
 
-An operator changes the service's command line from ``nova-compute`` to
-``nova-compute-revert-lock`` and nothing else: the same arguments and
-configuration files are read, the mixins are activated, and Nova's own
-``nova.cmd.compute.main()`` runs.
+It takes nova-compute's arguments and configuration files, and on every
+release:
 
-Order of events, on every release:
-
-1. Recognise how the installed Nova starts nova-compute, reading its
-   source (:func:`nova_revert_lock.startup.recognise`); on a shape this
-   version does not know, exit before anything starts.
-2. Import ``nova.cmd.compute`` before anything else, as the
-   ``nova-compute`` console script does, so that the release itself sets
-   up eventlet or native threading (``OS_NOVA_DISABLE_EVENTLET_PATCHING``,
-   and from 34.x ``[DEFAULT] concurrency_backend``, honoured by Nova's own
-   code).
-3. Parse the configuration, activate, and run that module's ``main()``.
+1. recognises how the installed Nova starts nova-compute, reading its
+   source (:mod:`nova_revert_lock.startup`), and exits on a shape this
+   version does not know;
+2. imports ``nova.cmd.compute`` first, as the ``nova-compute`` console
+   script does, so that the release itself sets up concurrency;
+3. parses the configuration, activates, and runs that module's ``main()``.
 
 NOTE: nothing that imports oslo or eventlet may be imported at module
 level here: this module is imported before step 2.
@@ -40,7 +33,6 @@ from nova_revert_lock import startup
 
 EXIT_REFUSED = 3
 EXIT_CONFIG = 2
-#: the installed Nova starts nova-compute in a way we do not know
 EXIT_UNRECOGNISED = 4
 
 PROG = 'nova-compute-revert-lock'
@@ -51,11 +43,7 @@ def _fail(message):
 
 
 def start_concurrency():
-    """Steps 1 and 2: let Nova set up concurrency; return how, or a code.
-
-    :returns: ``(entry_point, module)``, or ``(exit code, None)`` when
-        nova-compute must not start
-    """
+    """Steps 1 and 2: ``(entry_point, module)``, or ``(exit code, None)``."""
     try:
         entry_point = startup.recognise()
     except startup.NovaNotFound as e:
@@ -77,18 +65,16 @@ def _parse_config(argv):
 
     CONF = nova.conf.CONF
     nrl_conf.register_opts(CONF)
-    # No RPC and no database yet: nova.cmd.compute.main() parses again
-    # and sets those up itself.
+    # No RPC and no database yet: nova.cmd.compute.main() sets them up.
     config.parse_args(argv, configure_db=False, init_rpc=False)
     logging.setup(CONF, 'nova')
     return CONF
 
 
 def prepare(argv, entry_point=None):
-    """Parse configuration and activate; return an exit code or None.
+    """Parse the configuration and activate: an exit code, or None to run.
 
-    Call only after :func:`start_concurrency`. None means: run
-    nova-compute now.
+    Call only after :func:`start_concurrency`.
     """
     from oslo_config import cfg
     try:

@@ -10,30 +10,22 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""nova-revert-lock: inspect the extension from the command line.
+"""The ``nova-revert-lock`` command: check, status, support-matrix.
 
-``nova-revert-lock check`` reports on the Nova installed in the same
-Python environment: its release and series, what activation would do,
-each mixin and each fingerprint.
-
-``nova-revert-lock status`` asks running nova-computes over RPC
-(:mod:`nova_revert_lock.cmd.status`).
-
-``nova-revert-lock support-matrix`` prints what ``check`` says of each
-mixin (``--by bug``: of each bug of the family) on every release the
-fingerprint table surveyed; it needs no Nova.
-
-Exit codes: 0 patched or already-fixed; 1 incomplete (a fix for bug
-1879878 that applies is configured out), refused, disabled, or Nova not
-importable; 2 bad usage or configuration.
+Exit codes of ``check``: 0 patched or already-fixed; 1 incomplete (a fix
+for bug 1879878 that applies is configured out), refused, disabled, or
+Nova not importable; 2 bad usage or configuration.
 """
 
 import argparse
 import json
 import sys
 
+from oslo_config import cfg
+
 from nova_revert_lock.cmd import common
 from nova_revert_lock.cmd import status
+from nova_revert_lock.guard import fingerprints
 from nova_revert_lock import report as nrl_report
 
 EXIT_OK = common.EXIT_OK
@@ -42,8 +34,6 @@ EXIT_USAGE = common.EXIT_USAGE
 
 
 def _load_config(config_files):
-    from oslo_config import cfg
-
     from nova_revert_lock import conf as nrl_conf
     conf = cfg.ConfigOpts()
     nrl_conf.register_opts(conf)
@@ -57,7 +47,6 @@ def _short(ref):
 
 
 def format_check_table(report):
-    from nova_revert_lock.guard import fingerprints
     lines = [
         'Nova:      %s (%s)' % (report.nova_version or 'unknown',
                                 report.series),
@@ -119,8 +108,6 @@ def format_check_table(report):
 
 
 def cmd_check(args):
-    from oslo_config import cfg
-
     from nova_revert_lock import activation
     from nova_revert_lock import exception
     try:

@@ -12,15 +12,9 @@
 
 """``nova-revert-lock status``: ask nova-computes whether they are protected.
 
-Each host is asked over oslo.messaging, on the broker its nova-compute
-listens on, through the status endpoint (:mod:`nova_revert_lock.audit`).
-
-One row per host: reachable or not, state, Nova release, mixins and the
-counters since nova-compute started. Exit codes: 0 every host reports
-``patched`` or ``already-fixed``; 1 any other answer (``incomplete``: a
-fix for bug 1879878 that the host's Nova needs is configured out; the
-note names it), no answer, or no host found; 2 bad usage or unusable
-configuration.
+One row per host (:mod:`nova_revert_lock.audit`). Exit codes: 0 every host
+reports ``patched`` or ``already-fixed``; 1 any other answer, no answer,
+or no host found; 2 bad usage or unusable configuration.
 """
 
 import json
@@ -49,9 +43,8 @@ def _cell(value):
 
 
 def format_table(rows):
-    with_cells = any(r['cell'] for r in rows)
     columns = [('HOST', 'host')]
-    if with_cells:
+    if any(r['cell'] for r in rows):
         columns.append(('CELL', 'cell'))
     columns += [('REACHABLE', 'reachable'), ('STATE', 'state'),
                 ('NOVA', 'nova_version'), ('SERIES', 'series'),
@@ -63,13 +56,9 @@ def format_table(rows):
     for row in rows:
         table.append([_cell(key(row) if callable(key) else row[key])
                       for _title, key in columns])
-    widths = [max(len(line[i]) for line in table)
-              for i in range(len(columns))]
-    out = []
-    for line in table:
-        out.append('  '.join(v.ljust(w) for v, w in zip(line, widths))
-                   .rstrip())
-    return '\n'.join(out)
+    widths = [max(len(cell) for cell in column) for column in zip(*table)]
+    return '\n'.join('  '.join(v.ljust(w) for v, w in zip(line, widths))
+                     .rstrip() for line in table)
 
 
 def summary(rows):
@@ -117,23 +106,18 @@ def add_parser(subparsers):
 
 def _quiet_logging():
     # NOTE: the rows carry the reasons; driver retries and tracebacks on
-    # stderr would only bury them. The messaging loggers keep their
-    # warnings for _TransportErrors, which reads them.
+    # stderr would bury them. The messaging loggers keep their warnings
+    # for query._TransportErrors.
     logging.basicConfig(level=logging.ERROR, stream=sys.stderr)
     for name in QUIET_LOGGERS:
         logger = logging.getLogger(name)
         logger.propagate = False
-        if name in query.MESSAGING_LOGGERS:
-            logger.setLevel(logging.WARNING)
-        else:
-            logger.setLevel(logging.CRITICAL + 1)
+        logger.setLevel(logging.WARNING if name in query.MESSAGING_LOGGERS
+                        else logging.CRITICAL + 1)
 
 
 def run(args):
-    """Rows for the parsed arguments.
-
-    :raises nova_revert_lock.audit.UsageError: for exit code 2
-    """
+    """Rows for the parsed arguments; raises audit.UsageError (exit 2)."""
     if args.all:
         conf = targets.load_nova_config(args.config_file)
         found, rows = targets.targets_from_cells(conf)

@@ -12,21 +12,16 @@
 
 """The guard, live: which configured mixins may apply to this nova-compute.
 
-:func:`assess` loads the mixins named in ``[revert_lock] mixins`` from the
-stevedore namespace, checks each against the live Nova
-(:meth:`~nova_revert_lock.mixins.base.MixinSpec.check`, which makes the
-decision of :mod:`.decision`), reads how the tracker takes its lock and
-checks that the configured manager overrides nothing a mixin needs. It
-changes nothing: composing the classes (:mod:`nova_revert_lock.composition`)
-and registering them (:mod:`nova_revert_lock.activation`) come after.
+:func:`assess` checks each of the ``[revert_lock] mixins`` against the live
+Nova (``MixinSpec.check``), reads how the tracker takes its lock and checks
+that the configured manager overrides nothing a mixin needs. It changes
+nothing: :mod:`nova_revert_lock.composition` and
+:mod:`nova_revert_lock.activation` compose and register the classes after.
 
-The fixes for bug 1879878 (the core mixins) are admitted strictly: one
-that matches no code we know, a lock we cannot read or a manager that
-overrides what a core mixin needs refuses the whole activation. A mixin
-that goes beyond upstream, or fixes a sibling race (``fixes.FAMILY``),
-is an extra: whatever keeps it out (the same checks) leaves it out with a
-warning, and never costs the host the core fix or the other extras,
-whether or not Nova carries the core fix itself.
+The core mixins (bug 1879878) are admitted strictly: one failing refuses
+the whole activation. An extra (beyond upstream, or a sibling race of
+``fixes.FAMILY``) that fails is left out with a warning, never costing the
+host the core fix or the other extras.
 """
 
 import collections
@@ -179,9 +174,7 @@ def assess(conf, configured_manager):
         if check.outcome == decision.UNKNOWN:
             warnings.extend('%s not applied: %s' % (spec.name, problem)
                             for problem in check.problems)
-    core_admitted, lock, found = _admit(
-        manager_cls, [(s, c) for s, c in core
-                      if c.outcome == decision.MATCH], strict=True)
+    core_admitted, lock, found = _admit(manager_cls, core, strict=True)
     problems.extend(found)
     if problems:
         # The same function can be named by several mixins: say it once.
@@ -189,8 +182,7 @@ def assess(conf, configured_manager):
         return _refused(problems, checks=checks, warnings=warnings,
                         lock=lock.describe() if lock else None)
     extras_admitted, extras_lock, found = _admit(
-        manager_cls, [(s, c) for s, c in extras
-                      if c.outcome == decision.MATCH], strict=False)
+        manager_cls, extras, strict=False)
     warnings.extend(found)
     lock = lock or extras_lock
 
@@ -214,13 +206,9 @@ def assess(conf, configured_manager):
 
 
 def _unconfigured_core_checks(names):
-    """Checks of the bug 1879878 mixins left out of ``[revert_lock] mixins``.
+    """Checks of the core mixins not configured, in namespace order.
 
-    Only the core mixins are looked at: one of them that matches this
-    Nova's affected code is a fix this host goes without.
-
-    :param names: the configured mixin names
-    :returns: list of :class:`~.decision.MixinCheck`, in namespace order
+    One that matches this Nova's code is a fix this host goes without.
     """
     order = list(fixes.NAMES)
     others = sorted(
@@ -236,20 +224,20 @@ def _unconfigured_core_checks(names):
 def _admit(manager_cls, candidates, strict):
     """The lock and override checks of the mixins that matched.
 
-    The tracker's lock must be readable (every mixin composed takes it or
-    relies on it) and the configured manager must not override a function
-    a mixin replaces or relies on.
+    Every mixin takes or relies on the tracker's lock, so it must be
+    readable; the manager must not override what a mixin replaces or
+    relies on.
 
-    :param manager_cls: the compute manager class to extend
-    :param candidates: list of (MixinSpec, MixinCheck) that matched
-    :param strict: True for the bug 1879878 mixins: any failure keeps all
-        of them out and the messages are the activation's problems (it is
-        refused). False for mixins beyond upstream: each one that fails is
-        left out alone, with a warning naming it.
+    :param candidates: list of (MixinSpec, MixinCheck); only MATCHes count
+    :param strict: True for the core mixins: any failure keeps all of them
+        out, the messages being problems. False for the extras: each that
+        fails is left out alone, with a warning naming it.
     :returns: ``(admitted, lock, messages)``: the pairs that may be
-        composed, the :class:`~.locking.LockSpec` (or None) and the
+        composed, the :class:`~.locking.LockSpec` (or None), and the
         problems (strict) or warnings
     """
+    candidates = [(s, c) for s, c in candidates
+                  if c.outcome == decision.MATCH]
     if not candidates:
         return [], None, []
     messages = []
@@ -261,7 +249,6 @@ def _admit(manager_cls, candidates, strict):
     try:
         lock = locking.tracker_lock(fixes.LOCK_REFS)
     except locking.UnknownLock as e:
-        lock = None
         reason = ('cannot tell how the tracker takes '
                   'COMPUTE_RESOURCE_SEMAPHORE: %s' % e)
         for spec, _check in (candidates[:1] if strict else candidates):

@@ -12,13 +12,10 @@
 
 """The guard's verdict on one mixin, on live code or on a surveyed release.
 
-One decision (:func:`decide`) serves both the live check that runs in
-``nova-compute`` (``MixinSpec.check``) and the support matrix, which asks
-the same question of every release the fingerprint table surveyed
-(:func:`check_release`; :mod:`.matrix`). Neither imports Nova: what a
-mixin replaces, relies on, and how its upstream fix is recognised is
-declared in :mod:`nova_revert_lock.fixes`; the table says which code
-each release ships.
+:func:`decide` serves both the live check in ``nova-compute``
+(``MixinSpec.check``) and the support matrix (:func:`check_release`,
+:mod:`.matrix`). Neither imports Nova: :mod:`nova_revert_lock.fixes`
+declares what a mixin needs, the fingerprint table what each release ships.
 """
 
 import collections
@@ -40,11 +37,9 @@ OUTCOMES = (MATCH, FIXED_UPSTREAM, NOT_APPLICABLE, UNKNOWN)
 class MixinCheck(object):
     """The guard's verdict on one mixin.
 
-    :ivar name: the mixin name
     :ivar outcome: one of :data:`OUTCOMES`
     :ivar series: the series whose implementation applies (on MATCH)
     :ivar releases: releases whose code matches every function checked
-        (empty on a MATCH decided by series: see :func:`decide`)
     :ivar functions: list of :class:`~.fingerprints.FunctionCheck`
     :ivar problems: human-readable reasons for UNKNOWN
     :ivar note: one line explaining the outcome, or None
@@ -131,8 +126,7 @@ def nearest_release(functions, table=None):
     """The surveyed release whose code differs least from ``functions``.
 
     :returns: ``(release, [refs that differ])``, or None if nothing was
-        surveyed. Ties go to the newest release, which is the one an
-        operator is likelier to be near.
+        surveyed; ties go to the newest release, likelier the operator's.
     """
     best = None
     for label, code in by_release(table).items():
@@ -171,9 +165,8 @@ def expand(specs, labels):
 def verified_releases(name, implemented, table=None):
     """{series: set of labels} the implementations were verified on.
 
-    From the declaration's ``verified``; a series that has an
-    implementation but no declaration (a test's spec) counts every
-    surveyed release of that series.
+    From the declaration's ``verified``; a series without a declaration (a
+    test's spec) counts every surveyed release of that series.
     """
     labels = set(by_release(table))
     declared = fixes.FIXES[name].verified if name in fixes.FIXES else {}
@@ -192,22 +185,16 @@ def decide(name, functions, fixed, verified, table=None):
 
     :param functions: a :class:`~.fingerprints.FunctionCheck` per ref the
         mixin replaces or relies on
-    :param fixed: True when the code carries upstream's fix
-        (the declaration's ``fixed_when``)
-    :param verified: {series: labels}: the code each implementation was
-        verified on (:func:`verified_releases`)
-    :param table: the ``FINGERPRINTS`` mapping the functions were checked
-        against (for the nearest release; default: the generated one)
+    :param fixed: True when the code carries upstream's fix (``fixed_when``)
+    :param verified: {series: labels} (:func:`verified_releases`)
+    :param table: the ``FINGERPRINTS`` checked against (for the nearest
+        release; default: the generated one)
 
-    An implementation applies when one of its verified releases ships
-    every function, as the installed code has them. A build mixing
-    releases (a distribution's partial backport, say) whose functions are
-    each verified somewhere, but never together, is UNKNOWN: the tests
-    ran on each function, not on that combination, and a mixin relies on
-    how its functions work together (the order of the periodic task's
-    reads and of a move's steps). Code that is only surveyed is known but
-    not patched. Where several implementations were verified on the
-    code, the newest series applies.
+    An implementation applies when one of its verified releases ships every
+    function as the code has them: a mixin relies on how its functions work
+    together (the order of the periodic task's reads, of a move's steps),
+    so a partial backport whose functions are each verified somewhere, but
+    never together, is UNKNOWN. Of several matching series the newest wins.
     """
     if fixed:
         return MixinCheck(name, FIXED_UPSTREAM, functions)
@@ -231,19 +218,18 @@ def decide(name, functions, fixed, verified, table=None):
                     if common & labels]
     if not series_found:
         known_in = fingerprints.sorted_releases(common)
+        tested = '; '.join(
+            '%s on %s' % (series, ', '.join(
+                fingerprints.sorted_releases(labels)) or 'nothing surveyed')
+            for series, labels in sorted(
+                verified.items(), key=lambda item: _series_order(item[0])))
         return MixinCheck(name, UNKNOWN, functions, problems=[
             '%s: the code is known (%s) but no implementation was '
             'verified on it (verified: %s)' % (
                 name, 'Nova %s' % ', '.join(known_in) if known_in else
                 'each function in some release, no release has them '
                 'all, so no test ran on this combination',
-                '; '.join('%s on %s' % (
-                    series, ', '.join(fingerprints.sorted_releases(
-                        labels)) or 'nothing surveyed')
-                    for series, labels in sorted(
-                        verified.items(),
-                        key=lambda item: _series_order(item[0]))) or
-                'no implementation')])
+                tested or 'no implementation')])
     series = max(series_found, key=_series_order)
     return MixinCheck(name, MATCH, functions, series=series,
                       releases=common)
@@ -252,25 +238,21 @@ def decide(name, functions, fixed, verified, table=None):
 def check_release(name, label, table=None):
     """The verdict on mixin ``name`` for surveyed release ``label``.
 
-    What ``nova-revert-lock check`` says on that release, from the table
-    alone.
+    What ``nova-revert-lock check`` says on it, from the table alone.
     """
     table = load_table() if table is None else table
     code = by_release(table.FINGERPRINTS).get(label, {})
     fix = fixes.FIXES[name]
-    if fix.applies_from is not None:
-        if fix.applies_from[0] not in code:
-            return MixinCheck(name, NOT_APPLICABLE, [],
-                              note=not_applicable_note(name))
+    if fix.applies_from is not None and fix.applies_from[0] not in code:
+        return MixinCheck(name, NOT_APPLICABLE, [],
+                          note=not_applicable_note(name))
     functions = []
-    relies_on = fix.relies_on
     for ref in refs_of(name):
         digest = code.get(ref)
         without = (fingerprints.surveyed_without(ref, table.FINGERPRINTS)
-                   if digest is None and ref in relies_on else None)
+                   if digest is None and ref in fix.relies_on else None)
         if without:
-            # As the live check: a function relied on that this release
-            # lacks is known in every surveyed release that lacks it.
+            # As fingerprints.check(absent_ok=True) does on live code.
             functions.append(fingerprints.FunctionCheck(
                 ref, releases=without, absent=True))
         elif digest is None:

@@ -13,30 +13,12 @@
 """Fingerprints of upstream Nova functions.
 
 A fingerprint is the SHA-256 of a function's *normalized* source: its
-decorators, signature and body as a stream of Python tokens, without
-comments, blank lines, indentation or docstrings. Two functions with the
-same fingerprint therefore do the same thing whatever their comments say,
-and any change of code, however small, changes the fingerprint.
-
-The same normalization runs on two inputs:
-
-* the live function objects of the Nova imported in this process
-  (:func:`live_fingerprint`), which is what the guard checks before it
-  replaces or relies on anything;
-* the source files of released Nova wheels (:func:`fingerprints_in_source`),
-  which is what ``tools/survey_fingerprints.py`` uses to build
-  :mod:`nova_revert_lock.guard.fingerprint_table`.
-
-Both only use :mod:`tokenize`, so the result does not depend on the Python
-version that computes it (Train runs on 3.6, current Nova on 3.11).
-
-Tokenizing is most of the guard's cost at nova-compute's start, so live
-functions take a shortcut first: the SHA-256 of their exact source text
-(found from the code object's first line and the indentation, without
-tokenizing) is looked up in the survey's ``SOURCE_DIGESTS``, which maps
-the exact texts of surveyed releases to their fingerprints. Only a text
-the survey has not seen is tokenized. Each live function is fingerprinted
-once per process.
+decorators, signature and body as :mod:`tokenize` tokens, without comments,
+blank lines, indentation or docstrings. Any change of code changes it,
+whatever the Python version (Train runs on 3.6, current Nova on 3.11).
+It is taken of live functions (:func:`live_fingerprint`) and of released
+Nova sources (:func:`fingerprints_in_source`, for
+``tools/survey_fingerprints.py``).
 """
 
 import ast
@@ -65,13 +47,11 @@ _FSTRING_PARTS = frozenset(
 
 
 #: Modules whose decorators the guard looks through: Nova's own (their
-#: lines are part of the source fingerprinted, so a changed decorator is
-#: changed code), oslo.concurrency's lock wrapper, which Nova's
-#: ``utils.synchronized`` is, and oslo.versionedobjects' ``remotable`` /
-#: ``remotable_classmethod``, which send an object method to the
-#: conductor in a real nova-compute (the methods the mixins call). Any
-#: other layer in a function's ``__wrapped__`` chain was put there by
-#: someone else at run time.
+#: lines are fingerprinted too, so a changed decorator is changed code),
+#: oslo.concurrency's lock wrapper (Nova's ``utils.synchronized``) and
+#: oslo.versionedobjects' ``remotable*``, which send the object methods
+#: the mixins call to the conductor. Any other ``__wrapped__`` layer was
+#: put there by someone else at run time.
 KNOWN_WRAPPER_MODULES = ('nova', 'oslo_concurrency.lockutils',
                          'oslo_versionedobjects.base')
 
@@ -84,18 +64,12 @@ class UnknownWrapper(Exception):
     """A live function is wrapped by a decorator the guard does not know.
 
     Its fingerprint would be the wrapped function's, and a mixin replacing
-    it would drop the wrapper without a word.
+    it would silently drop the wrapper.
     """
 
 
 def normalize(source):
-    """Return the normalized token text of one function's source.
-
-    :param source: source text of a single (possibly decorated) function,
-        at any indentation.
-    :returns: str, the significant tokens separated by single spaces, the
-        docstring left out.
-    """
+    """The significant tokens of a function's source, docstring left out."""
     source = textwrap.dedent(source)
     tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
     words = []
@@ -114,8 +88,7 @@ def normalize(source):
             fstring.append(tok.string)
             continue
         if tok.type == tokenize.INDENT and previous == ':' and depth == 0:
-            # The first statement of the body: a docstring if it is a
-            # lone string.
+            # The body's first statement: a docstring if a lone string.
             docstring_allowed = True
             continue
         if tok.type in _SKIPPED_TOKENS:
@@ -149,28 +122,25 @@ def fingerprint(source):
 
 
 def resolve(ref):
-    """Return the live object a reference names.
+    """Return the live object ``'package.module:Class.attribute'`` names.
 
-    :param ref: ``'package.module:Class.attribute'``
     :raises ImportError, AttributeError: if it does not exist.
     """
     module_name, _, path = ref.partition(':')
     obj = importlib.import_module(module_name)
     for part in path.split('.'):
-        # Use the class __dict__ so that we see what the class itself
-        # defines (a staticmethod stays a staticmethod, no descriptor
-        # magic), falling back to getattr for module attributes.
+        # A class's __dict__ shows what it defines itself (a staticmethod
+        # stays one, no descriptor magic); getattr for module attributes.
         namespace = getattr(obj, '__dict__', {})
         obj = namespace[part] if part in namespace else getattr(obj, part)
     return obj
 
 
 def wrapper_name(func):
-    """``module.qualname`` of the code of a wrapper (not of what it wraps).
+    """``module.qualname`` of a wrapper's own code, not of what it wraps.
 
     :func:`functools.wraps` copies the wrapped function's ``__module__``
-    and ``__qualname__`` onto the wrapper; the wrapper's own globals and
-    code object still tell where it was defined.
+    and ``__qualname__``; the wrapper's globals and code object do not lie.
     """
     code = getattr(func, '__code__', None)
     if code is None:
@@ -180,18 +150,11 @@ def wrapper_name(func):
     return '%s.%s' % (module, getattr(code, 'co_qualname', code.co_name))
 
 
-def _known_wrapper(func):
-    name = wrapper_name(func)
-    return any(name.startswith(module + '.')
-               for module in KNOWN_WRAPPER_MODULES)
-
-
-#: Decorators that keep the function they wrap only in their closure (no
-#: :func:`functools.wraps`, so no ``__wrapped__``), as ``module.qualname``
-#: of their wrapper -> name of the closure variable holding the function.
-#: oslo.messaging's ``expected_exceptions`` wraps RPC endpoint methods of
-#: Nova's compute manager (``rebuild_instance``); its line is part of the
-#: source fingerprinted, like Nova's own decorators.
+#: Decorators without :func:`functools.wraps` (no ``__wrapped__``) that
+#: keep the function in their closure: ``module.qualname`` of the wrapper
+#: -> name of the closure variable. oslo.messaging's
+#: ``expected_exceptions`` wraps compute manager RPC methods
+#: (``rebuild_instance``); its line is fingerprinted, as Nova's are.
 CLOSURE_WRAPPERS = {
     'oslo_messaging.rpc.server.'
     'expected_exceptions.<locals>.outer.<locals>.inner': 'func',
@@ -209,23 +172,17 @@ def closure_wrapped(func):
 
 
 def inner_function(func):
-    """The next layer of a decorated function, or None if it is the last.
-
-    Follows ``__wrapped__`` (whatever set it) and the closure wrappers of
-    :data:`CLOSURE_WRAPPERS`.
-    """
+    """The next layer of a decorated function, or None if it is the last."""
     func = getattr(func, '__func__', func)
     inner = getattr(func, '__wrapped__', None)
-    if inner is not None:
-        return inner
-    return closure_wrapped(func)
+    return inner if inner is not None else closure_wrapped(func)
 
 
 def innermost(func):
     """The function under every layer of decorators (:func:`inner_function`).
 
-    Unlike :func:`unwrap`, it looks through any wrapper: for questions
-    about what upstream's code does, not for replacing it.
+    Unlike :func:`unwrap` it looks through any wrapper: for reading what
+    upstream's code does, not for replacing it.
     """
     func = getattr(func, '__func__', func)
     seen = set()
@@ -240,10 +197,9 @@ def innermost(func):
 def unwrap(func):
     """The function a live callable wraps, through known decorators only.
 
-    :raises UnknownWrapper: naming the first layer of the ``__wrapped__``
-        chain that is not a decorator of :data:`KNOWN_WRAPPER_MODULES`
-        (the closure wrappers of :data:`CLOSURE_WRAPPERS` are looked
-        through too)
+    :raises UnknownWrapper: at the first ``__wrapped__`` layer not of
+        :data:`KNOWN_WRAPPER_MODULES` (:data:`CLOSURE_WRAPPERS` are
+        looked through too)
     """
     func = getattr(func, '__func__', func)
     seen = set()
@@ -252,12 +208,13 @@ def unwrap(func):
         if inner is None:
             if not hasattr(func, '__wrapped__'):
                 return func
-            if not _known_wrapper(func):
+            name = wrapper_name(func)
+            if not any(name.startswith(module + '.')
+                       for module in KNOWN_WRAPPER_MODULES):
                 raise UnknownWrapper(
                     'wrapped at run time by %s, which is not a decorator '
                     'the guard knows (only those of %s are looked through)'
-                    % (wrapper_name(func),
-                       ' and '.join(KNOWN_WRAPPER_MODULES)))
+                    % (name, ' and '.join(KNOWN_WRAPPER_MODULES)))
             inner = func.__wrapped__
         if id(func) in seen:
             raise UnknownWrapper('__wrapped__ chain loops at %s'
@@ -267,16 +224,10 @@ def unwrap(func):
 
 
 def live_source(func):
-    """Source of a live function, decorators included.
+    """Source of a live function as written, through known decorators.
 
-    Decorators of Nova and oslo.concurrency that use
-    :func:`functools.wraps` are looked through, so a method decorated by
-    ``utils.synchronized`` or ``wrap_exception`` gives the source of the
-    method as written, decorator lines included.
-
-    :raises SourceUnavailable: for objects without Python source (mocks,
-        builtins, modules shipped without ``.py`` files).
-    :raises UnknownWrapper: if another decorator wraps it (:func:`unwrap`)
+    :raises SourceUnavailable: no Python source (mocks, builtins, no ``.py``)
+    :raises UnknownWrapper: another decorator wraps it (:func:`unwrap`)
     """
     func = unwrap(func)
     try:
@@ -291,6 +242,9 @@ _LIVE = {}
 
 def live_fingerprint(ref):
     """Fingerprint of the live function that ``ref`` names.
+
+    Tokenizing is most of the guard's cost at nova-compute's start, so the
+    exact source text is first looked up in the survey's ``SOURCE_DIGESTS``.
 
     :raises ImportError, AttributeError, KeyError: no such function
     :raises SourceUnavailable: no Python source to read
@@ -324,16 +278,11 @@ def _indent(line):
 
 
 def quick_source(func):
-    """The source text of a plain function, found without tokenizing.
+    """A plain function's source text, found without tokenizing, or None.
 
-    From the code object's first line (its first decorator) to the last
-    line of code before a line indented no deeper than the ``def``,
-    trailing blank and comment lines left out: the text the survey takes
-    (:func:`sources_in_source`) for any function laid out as Nova's are.
-    A function laid out otherwise gives a text the survey has not seen,
-    which only costs the tokenizing path.
-
-    :returns: str, or None if the lines cannot be read
+    From its first decorator to the last code line of its body: the text
+    the survey takes (:func:`sources_in_source`) for a function laid out
+    as Nova's are; any other layout only costs the tokenizing path.
     """
     code = func.__code__
     lines = linecache.getlines(code.co_filename,
@@ -359,30 +308,16 @@ def quick_source(func):
 
 
 def fingerprints_in_source(source, refs):
-    """Fingerprint functions found in a module's source text.
-
-    Used by the survey tool on released Nova files. Works on every
-    supported Python (3.6 has no ``end_lineno``: see :func:`_node_end`).
-
-    :param source: the module's source text
-    :param refs: iterable of ``'Class.method'`` paths within that module
-    :returns: dict mapping each path found to its fingerprint
-    """
+    """{path: fingerprint} of :func:`sources_in_source` (for the survey)."""
     return {path: fingerprint(text)
             for path, text in sources_in_source(source, refs).items()}
 
 
 def sources_in_source(source, refs):
-    """The exact source text of functions found in a module's source.
+    """{path: exact source text} of functions in a module's source text.
 
-    From the first decorator (or ``def``) line to the last line of the
-    function, as :func:`quick_source` finds it on a live function.
-
-    :param source: the module's source text
-    :param refs: iterable of ``'Class.method'`` paths within that module,
-        or ``'function'`` for a function of the module itself; None for
-        every function and method of the module
-    :returns: dict mapping each path found to its text
+    :param refs: ``'Class.method'`` (or ``'function'``) paths within the
+        module; None for every function and method of the module
     """
     tree = ast.parse(source)
     lines = source.splitlines(True)
@@ -400,28 +335,14 @@ def sources_in_source(source, refs):
     for path, node in candidates:
         if wanted is not None and path not in wanted:
             continue
-        first = min([node.lineno] +
-                    [d.lineno for d in node.decorator_list])
-        end = _node_end(node, lines, first)
+        first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+        end = getattr(node, 'end_lineno', None)
+        if end is None:
+            # Python < 3.8 (Train's 3.6) has no end_lineno: take the block
+            # as inspect.getsource does, which ends on the same line.
+            end = first - 1 + len(inspect.getblock(lines[first - 1:]))
         found[path] = ''.join(lines[first - 1:end])
     return found
-
-
-def _node_end(node, lines, first):
-    """Line number of the last line of a function definition.
-
-    Python 3.8+ records it in the AST. Before, find the end of the block
-    from the tokens as :func:`inspect.getsource` does: the last logical
-    line before the body's indentation ends, which is the same line.
-
-    :param node: the ``FunctionDef`` node
-    :param lines: the module's source lines
-    :param first: line number of its first decorator (or ``def``)
-    """
-    end = getattr(node, 'end_lineno', None)
-    if end is not None:
-        return end
-    return first - 1 + len(inspect.getblock(lines[first - 1:]))
 
 
 class FunctionCheck(object):
@@ -429,12 +350,11 @@ class FunctionCheck(object):
 
     :ivar ref: the reference checked (``module:Class.attr``)
     :ivar fingerprint: the live fingerprint, or None
-    :ivar releases: frozenset of Nova releases that ship exactly this code
-        (empty if unknown); for an absent function, the surveyed releases
-        that do not have it either
+    :ivar releases: frozenset of Nova releases shipping exactly this code
+        (empty if unknown); if absent, the surveyed releases lacking it too
     :ivar error: why there is no fingerprint (missing, no source), or None
     :ivar absent: True if the function is not in the installed Nova and
-        the check accepted that (see :func:`check`)
+        :func:`check` accepted that
     """
 
     def __init__(self, ref, fingerprint=None, releases=frozenset(),
@@ -452,12 +372,11 @@ class FunctionCheck(object):
     def describe(self):
         if self.error:
             return '%s: %s' % (self.ref, self.error)
+        found_in = ', '.join(sorted_releases(self.releases))
         if self.absent:
-            return '%s: absent, as in Nova %s' % (
-                self.ref, ', '.join(sorted_releases(self.releases)))
+            return '%s: absent, as in Nova %s' % (self.ref, found_in)
         if self.known:
-            return '%s: matches Nova %s' % (
-                self.ref, ', '.join(sorted_releases(self.releases)))
+            return '%s: matches Nova %s' % (self.ref, found_in)
         return '%s: unknown code (fingerprint %s)' % (
             self.ref, self.fingerprint[:12])
 
@@ -472,14 +391,11 @@ class FunctionCheck(object):
 
 
 def surveyed_without(ref, table):
-    """The surveyed releases that do not have ``ref`` at all.
+    """The surveyed releases (frozenset) that do not have ``ref`` at all.
 
-    Every release a survey lists is surveyed for every function of the
-    table, so a release listed for some function and not for ``ref`` is
-    one whose source has no ``ref``.
-
-    :returns: frozenset of release labels; empty if ``ref`` was never
-        surveyed
+    Every surveyed release is surveyed for every function of the table, so
+    one listed for some function but not for ``ref`` has no ``ref``.
+    Empty if ``ref`` was never surveyed.
     """
     if ref not in table:
         return frozenset()
@@ -495,12 +411,10 @@ def surveyed_without(ref, table):
 def check(ref, table=None, absent_ok=False):
     """Check the live function ``ref`` against the fingerprint table.
 
-    :param absent_ok: True for a function that a later release of a series
-        added and that only needs to be checked where it exists (a mixin
-        relies on its code there). Absent from the installed Nova, it is
-        then known in the surveyed releases that lack it too, so that the
-        guard still matches a release as a whole; without ``absent_ok``, or
-        if no surveyed release lacks it, an absent function is an error.
+    :param absent_ok: for a function a later release of a series added,
+        relied on only where it exists. If absent here, it is known in the
+        surveyed releases lacking it too (so a release still matches as a
+        whole); otherwise, or if none lacks it, absence is an error.
     """
     table = fingerprint_table.FINGERPRINTS if table is None else table
     try:
@@ -520,32 +434,27 @@ def check(ref, table=None, absent_ok=False):
 
 @functools.lru_cache(maxsize=None)
 def release_key(release):
-    """Sort key for Nova release strings such as ``'21.1.0'``.
+    """Sort key (tuple of ints) for Nova release labels such as ``'21.1.0'``.
 
-    A label with a local part (``'20.6.1+patches'``: that release with
-    this project's patch series applied) sorts right after its release;
-    a branch tip ``<series>-eol`` after every release of its series.
-
-    Cached: the guard compares the table's hundred-odd labels thousands
-    of times while nova-compute starts.
-
-    :returns: tuple of ints
+    ``'20.6.1+patches'`` (that release with this project's patch series)
+    sorts right after it; a branch tip ``<series>-eol`` after every
+    release of its series. Cached: the guard compares the table's
+    hundred-odd labels thousands of times while nova-compute starts.
     """
     major = nova_releases.eol_major(release)
     if major is not None:
         return (major, 1 << 30)
     version, _, local = release.partition('+')
-    parts = []
-    for part in version.split('.'):
-        parts.append(int(part) if part.isdigit() else -1)
+    parts = [int(part) if part.isdigit() else -1
+             for part in version.split('.')]
     return tuple(parts + ([1] if local else []))
 
 
 def patch_series_digest(directory):
     """SHA-256 of a patch series: its ``series`` file and each patch in it.
 
-    The fingerprint table records it for every patched build it surveyed,
-    so that a change to ``patches/`` without a new survey is noticed.
+    The table records it per patched build surveyed, so that a change to
+    ``patches/`` without a new survey is noticed.
     """
     digest = hashlib.sha256()
     with open(os.path.join(directory, 'series'), 'rb') as f:

@@ -12,14 +12,11 @@
 
 """The support matrix: the guard's verdict on every surveyed release.
 
-``nova-revert-lock support-matrix`` prints it (table, JSON or reST); the
-reST form is the committed page ``doc/source/reference/support-matrix.rst``.
-Each cell is :func:`~.decision.check_release`, the decision the live check
-makes, asked of the fingerprint table alone.
-
-``--by bug`` gives the same verdicts per bug of the family (release x bug,
-``doc/source/reference/bug-matrix.rst``): what a host running that
-release with the default mixins is to each bug.
+``nova-revert-lock support-matrix`` prints it (table, JSON or reST, the
+last being ``doc/source/reference/support-matrix.rst``). Each cell is
+:func:`~.decision.check_release`: the live check's decision, asked of the
+fingerprint table alone. ``--by bug`` gives a verdict per bug of the family
+instead (``doc/source/reference/bug-matrix.rst``).
 """
 
 import collections
@@ -57,16 +54,13 @@ def _cell(check):
 
 
 def bug_verdict(checks, names):
-    """What a release is to a bug, from its checks of the bug's mixins.
+    """What a release is to a bug: one of ``report.BUG_*``.
 
     The matrix's form of :attr:`~..report.ActivationReport.bugs` for a host
-    running the default mixins: open where a mixin of the bug is on code
-    no implementation was verified on, else fixed by this package where
-    one applies, else fixed upstream, else not applicable.
+    running the default mixins.
 
     :param checks: {mixin: MixinCheck} of one release
     :param names: the mixins that fix the bug (``fixes.BUGS``)
-    :returns: one of ``report.BUG_*``
     """
     outcomes = set(checks[name].outcome for name in names)
     if decision.UNKNOWN in outcomes:
@@ -93,8 +87,8 @@ def grouped(table=None, by='mixin'):
     """The matrix with neighbouring releases of identical rows merged.
 
     :param by: ``'mixin'`` (a column per mixin) or ``'bug'`` (per bug)
-    :returns: list of ``(first, last, count, {column: cell})``, in release
-        order; a patched build or a branch tip always stands alone.
+    :returns: list of ``(first, last, count, {column: cell})``; a patched
+        build or a branch tip always stands alone
     """
     cells_of = _bug_cells if by == 'bug' else _mixin_cells
     rows = []

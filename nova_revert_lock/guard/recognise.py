@@ -12,40 +12,19 @@
 
 """Recognise upstream's fix for a bug from what the code does.
 
-Distributions backport fixes without changing Nova's version, so the
-guard decides from the code whether the installed Nova carries a fix.
-A fix's ``fixed_when`` (:data:`nova_revert_lock.fixes.FIXES`) lists its
-parts, each a :class:`~nova_revert_lock.fixes.Does`: an anchor
-function, an action and a name. The actions:
+Distributions backport fixes without changing Nova's version, so the guard
+reads the code. A fix's ``fixed_when`` (:data:`nova_revert_lock.fixes.FIXES`)
+lists its parts (:class:`~nova_revert_lock.fixes.Does`): an anchor function,
+an action (:data:`ACTIONS`) and a name. A part holds when the action is in
+the anchor or in a method of its class it reaches through ``self.<method>``
+(:data:`MAX_DEPTH` levels): upstream moves bodies into helpers and renames
+private methods (21.1.1 split ``finish_revert_resize`` in two), so anchors
+are stable entry points (RPC methods, the periodic task). A fix is
+recognised only when *every* part holds: a partial backport is not the fix.
 
-``calls``
-    a call of ``name``: ``x.name(...)`` or ``name(...)``;
-``assigns``
-    an assignment to the attribute ``name``: ``x.name = ...``;
-``refers``
-    ``name`` used in code (an identifier or an attribute), not merely in
-    a string or a comment;
-``decorated``
-    the anchor itself is decorated by a call of ``name``
-    (``@utils.synchronized(...)``).
-
-A part holds when its action is in the anchor's code (the functions
-nested in it included) or in a method of the anchor's class that the
-anchor reaches through ``self.<method>``, followed :data:`MAX_DEPTH`
-levels deep. Upstream moves bodies into helpers and renames private
-methods (21.1.1 split ``finish_revert_resize`` in two); a fix is the same
-fix wherever its body lives, so anchors are stable entry points (RPC
-methods, the periodic task) wherever a private helper could move. A fix
-is recognised only when *every* part holds: a partial backport is not the
-fix, and a mere mention of a name (a log line reading ``old_flavor``) is
-not an assignment.
-
-The same search runs on the live functions of the installed Nova
-(:class:`LiveSources`, in ``nova-compute``) and on the source texts of
-surveyed releases (:class:`TextSources`, in
-``tools/survey_fingerprints.py``, whose verdicts the support matrix
-reads): one definition, two inputs, the same verdict. Neither imports
-Nova here; the live input imports what the anchors name.
+The same search runs on the live Nova (:class:`LiveSources`) and on the
+survey's source texts (:class:`TextSources`), so the support matrix and
+nova-compute reach the same verdict.
 """
 
 import ast
@@ -53,9 +32,9 @@ import textwrap
 
 from nova_revert_lock.guard import fingerprints
 
-#: How many ``self.<method>`` levels below an anchor a part is looked for.
-#: Two reach a body moved into a helper and that helper's own helpers; a
-#: deeper search would start finding unrelated code of the class.
+#: How many ``self.<method>`` levels below an anchor a part is looked for:
+#: two reach a body moved into a helper and that helper's own helpers;
+#: deeper, the search starts finding unrelated code of the class.
 MAX_DEPTH = 2
 
 ACTIONS = ('calls', 'assigns', 'refers', 'decorated')
@@ -67,17 +46,11 @@ class LiveSources(object):
     def source(self, ref, exact=False):
         """The source text of the live function ``ref``, or None.
 
-        Through every layer of decorators (``__wrapped__`` and the
-        closure wrappers the guard knows), to the function upstream
-        wrote: standing aside on a fix changes nothing, so a wrapper
-        someone added at run time does not hide the fix (applying a
-        mixin is another matter: the fingerprint check refuses unknown
-        wrappers). A function that does not exist or has no Python
-        source gives None: nothing is recognised in it.
+        Through every decorator: standing aside on a fix changes nothing,
+        so a wrapper added at run time must not hide the fix.
 
-        :param exact: read it as :func:`inspect.getsource` does, instead
-            of the quick way that stops short of a signature laid out
-            over several lines
+        :param exact: read it as :func:`inspect.getsource` does, not the
+            quick way that stops short of a multi-line signature
         """
         try:
             func = fingerprints.innermost(fingerprints.resolve(ref))
@@ -104,8 +77,8 @@ class LiveSources(object):
 class TextSources(object):
     """Function source texts found in module source texts.
 
-    Each module is parsed once, for all its functions: following helpers
-    asks for many functions of the same module.
+    Each module is parsed once, for the many functions (helpers) it is
+    asked for.
 
     :param modules: dict module name -> the module's source text
     """
@@ -165,11 +138,11 @@ def _targets(node):
 
 
 class _Summary(object):
-    """What one function does, read in one walk of its tree.
+    """What one function does (each action of :data:`ACTIONS`), in one walk.
 
     :ivar calls: names called (``f()``, ``x.f()``)
     :ivar assigns: attribute names assigned (``x.name = ...``)
-    :ivar refers: names and attribute names referred to
+    :ivar refers: names and attribute names used in code (not in strings)
     :ivar decorators: names of the decorators called (``@name(...)``)
     :ivar self_methods: names ``self.<name>`` refers to, in order
     """
@@ -199,20 +172,14 @@ class _Summary(object):
                     self.assigns.add(target.attr)
 
     def does(self, action, name):
-        if action == 'decorated':
-            return name in self.decorators
-        if action == 'calls':
-            return name in self.calls
-        if action == 'assigns':
-            return name in self.assigns
-        return name in self.refers
+        return name in {'decorated': self.decorators, 'calls': self.calls,
+                        'assigns': self.assigns}.get(action, self.refers)
 
 
 class Recogniser(object):
     """Decides parts and fixes on one :class:`LiveSources`/TextSources.
 
-    Parsed functions are kept for the recogniser's life, so the parts of
-    several fixes that share an anchor parse it once.
+    Parsed functions are kept, so fixes sharing an anchor parse it once.
     """
 
     def __init__(self, sources):
@@ -266,13 +233,10 @@ class Recogniser(object):
     def fixed(self, parts):
         """True if every part holds (and there is at least one).
 
-        The cheap questions first: whether each anchor exists, then the
-        decorators; on a Nova without the fix one of them usually ends
-        the search before any helper is read.
+        Cheap questions first (anchors exist, then decorators): on a Nova
+        without the fix they usually end it before any helper is read.
         """
-        if not parts:
-            return False
-        if not all(self.sources.exists(p.ref) for p in parts):
+        if not parts or not all(self.sources.exists(p.ref) for p in parts):
             return False
         ordered = sorted(parts, key=lambda p: p.does != 'decorated')
         return all(self.holds(p) for p in ordered)

@@ -14,22 +14,10 @@
 
 #: Nova major version -> OpenStack series name.
 SERIES = {
-    19: 'stein',
-    20: 'train',
-    21: 'ussuri',
-    22: 'victoria',
-    23: 'wallaby',
-    24: 'xena',
-    25: 'yoga',
-    26: 'zed',
-    27: '2023.1',
-    28: '2023.2',
-    29: '2024.1',
-    30: '2024.2',
-    31: '2025.1',
-    32: '2025.2',
-    33: '2026.1',
-    34: '2026.2',
+    19: 'stein', 20: 'train', 21: 'ussuri', 22: 'victoria', 23: 'wallaby',
+    24: 'xena', 25: 'yoga', 26: 'zed',
+    27: '2023.1', 28: '2023.2', 29: '2024.1', 30: '2024.2',
+    31: '2025.1', 32: '2025.2', 33: '2026.1', 34: '2026.2',
 }
 
 
@@ -51,10 +39,7 @@ def eol_major(label):
 
 
 def series_of(release):
-    """Return the series name of a Nova release string, or 'unknown'.
-
-    A branch tip ``<series>-eol`` belongs to its series.
-    """
+    """Series name of a Nova release or ``<series>-eol`` tip, or 'unknown'."""
     major = eol_major(release)
     if major is None:
         try:
@@ -67,8 +52,7 @@ def series_of(release):
 def installed_nova_version():
     """Version string of the Nova importable here, or None.
 
-    Reads the distribution metadata through pbr, which Nova itself uses;
-    a Nova importable from a source tree without metadata gives None.
+    From the distribution metadata, through pbr as Nova itself does.
     """
     try:
         from nova import version

@@ -34,8 +34,8 @@ class Implementation(object):
 
     :ivar manager: mixin class placed before Nova's ``ComputeManager``, or
         None where the tracker does all the work
-    :ivar tracker: mixin class placed before Nova's ``ResourceTracker`` in
-        the tracker subclass the composed manager uses, or None. Methods
+    :ivar tracker: mixin class placed before Nova's ``ResourceTracker``
+        in the composed manager's tracker subclass, or None. Methods
         marked with :func:`~nova_revert_lock.locking.\
 under_compute_resource_semaphore` get the installed tracker's lock.
     """
@@ -52,14 +52,10 @@ under_compute_resource_semaphore` get the installed tracker's lock.
 class Variants(object):
     """Implementations of one series for code that differs within it.
 
-    A series' last code (its ``-eol`` tag) can differ from its releases
-    around the functions a mixin replaces. Which variant applies is read
-    off the live code, as :func:`calls` recognises upstream's fix; the
-    guard has checked that code against the fingerprint table before any
-    variant is chosen.
+    A series' last code (its ``-eol`` tag) can differ from its releases.
+    The variant is read off the live code, checked by the guard already.
 
-    :param choose: callable returning the key of the variant that fits
-        the installed Nova
+    :param choose: callable returning the key of the installed variant
     :param variants: dict key -> :class:`Implementation`
     """
 
@@ -74,9 +70,8 @@ class Variants(object):
 class MixinSpec(object):
     """One mixin, as the stevedore namespace names it.
 
-    What the guard checks is the fix's declaration
-    (:data:`nova_revert_lock.fixes.FIXES`), which the support matrix reads
-    without importing Nova; the spec adds the classes. The keyword
+    The guard checks the fix's declaration (which the support matrix reads
+    without importing Nova); the spec adds the classes. The keyword
     arguments default to the declaration (tests override them).
 
     :param name: the entry point name, used in ``[revert_lock] mixins``
@@ -87,10 +82,9 @@ class MixinSpec(object):
     :param fixed_upstream: callable returning True when the installed
         Nova already carries this fix
     :param applies_from: ``(ref, release)``: see
-        :func:`nova_revert_lock.fixes.declare`. On a Nova without that
-        function there is nothing to fix: the check says
-        NOT_APPLICABLE. A Nova that has the function but not the code we
-        know is still UNKNOWN.
+        :func:`nova_revert_lock.fixes.declare`. A Nova without that
+        function has nothing to fix (NOT_APPLICABLE); one with it but not
+        the code we know is still UNKNOWN.
     """
 
     def __init__(self, name, implementations, summary=None,
@@ -113,10 +107,7 @@ class MixinSpec(object):
     def fixed_upstream(self):
         """True when the installed Nova already carries this fix.
 
-        Decided from what the code does (the declaration's
-        ``fixed_when``, every part of the fix;
-        :mod:`~nova_revert_lock.guard.recognise`), since distributions
-        backport without changing the version.
+        Read off the code: distributions backport without a new version.
         """
         if self._fixed_upstream is not None:
             return self._fixed_upstream()
@@ -140,18 +131,13 @@ class MixinSpec(object):
 
         :param table: a ``FINGERPRINTS`` mapping (default: the generated
             table); see :func:`~nova_revert_lock.decision.decide`
-
-        A function relied on that is absent from the installed Nova is
-        known in the surveyed releases that lack it too (see
-        :func:`~nova_revert_lock.guard.fingerprints.check`).
         """
         absent = self._not_applicable()
         if absent is not None:
             return absent
-        # NOTE: a function relied on may be absent where a release lacks
-        # it (train-eol split _finish_revert_resize out of
-        # finish_revert_resize): absent, it matches the surveyed releases
-        # without it. A function replaced must exist.
+        # NOTE: a function relied on may be absent, matching the surveyed
+        # releases that lack it (train-eol split _finish_revert_resize out
+        # of finish_revert_resize). A function replaced must exist.
         functions = (
             [fingerprints.check(ref, table) for ref in self.refs.replaces] +
             [fingerprints.check(ref, table, absent_ok=True)
@@ -171,9 +157,6 @@ class MixinSpec(object):
 
 def calls(ref, name, nested=False):
     """True if the live function ``ref`` refers to the attribute ``name``.
-
-    Used to recognise upstream's fix from the code: a ``_confirm_resize``
-    that calls ``drop_move_claim_at_source`` carries it.
 
     :param nested: True to count functions defined inside ``ref`` as its
         code (``confirm_resize`` does its work in a nested, locked

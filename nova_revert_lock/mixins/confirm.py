@@ -13,25 +13,16 @@
 """Confirm a resize or cold migration under the compute resource lock.
 
 Runs on the source host. Affected Nova sets the migration ``confirmed``
-and only then drops the old-flavor claim: a periodic
-``update_available_resource`` in between no longer counts the outgoing
-migration, and the drop then removes its usage a second time (negative
-usage, ``CPUUnpinningInvalid``). It also clears ``instance.old_flavor``
-first, which the periodic needs to count the migration at all.
+before it drops the old-flavor claim: a periodic
+``update_available_resource`` in between no longer counts the migration,
+and the drop removes its usage a second time (``CPUUnpinningInvalid``).
+It also clears ``old_flavor``, which the periodic task needs, first.
 
 The fix, as upstream's ``drop_move_claim_at_source``: the status change,
-the old-flavor claim drop and the migration-context drop form one
-critical section under ``COMPUTE_RESOURCE_SEMAPHORE``; the stashed flavors
-are cleared only after it.
-
-Train's last code (the ``train-eol`` tag) already keeps the stashed
-flavors: its ``confirm_resize`` clears them itself, last, whether
-``_confirm_resize`` succeeded or not (upstream's "Don't unset
-Instance.old_flavor, new_flavor until necessary"), and its
-``_confirm_resize`` no longer touches them. The status change and the
-claim drop are still apart there, so the race is the same; the variant
-for that code (:class:`KeptFlavorsConfirmUnderLockMixin`) leaves the
-flavors to its ``confirm_resize``.
+the claim drop and the context drop form one critical section; the
+stashed flavors are cleared after it. Train's last code (``train-eol``)
+clears them itself in ``confirm_resize``: the variant for it
+(:class:`KeptFlavorsConfirmUnderLockMixin`) leaves them alone.
 
 What it replaces and relies on: ``fixes.FIXES['confirm']``.
 """
@@ -51,11 +42,7 @@ LOG = logging.getLogger(__name__)
 
 
 def _section_kind(migration):
-    """The stats kind of a confirm: same-cell or cross-cell.
-
-    The same locked helper serves both (upstream's design); the counters
-    keep them apart so that an operator can tell which path ran.
-    """
+    """``confirm`` or ``cross_cell_confirm``: one helper, two counters."""
     # NOTE: Migration.cross_cell_move came with object version 1.6 (Train);
     # a record loaded without it is a same-cell move.
     if (migration.obj_attr_is_set('cross_cell_move') and
@@ -69,22 +56,14 @@ class SourceClaimDropTracker(object):
 
     @locking.under_compute_resource_semaphore
     def drop_move_claim_at_source(self, context, instance, migration):
-        """Drop a move claim after confirming a resize or cold migration.
-
-        :param context: security context
-        :param instance: the Instance being confirmed, with ``old_flavor``
-            and ``migration_context`` still set
-        :param migration: its Migration record, status ``confirming`` or
-            ``finished``; set to ``confirmed`` here
-        """
+        """Drop a move claim after confirming a resize or cold migration."""
         with sections.counted(_section_kind(migration)):
             migration.status = 'confirmed'
             migration.save()
             self._drop_move_claim(
                 context, instance, migration.source_node,
                 instance.old_flavor, prefix='old_')
-            # NOTE: drop_move_claim reads the migration context, so it is
-            # dropped last.
+            # NOTE: _drop_move_claim reads the migration context: drop last.
             instance.drop_migration_context()
 
 
@@ -92,19 +71,12 @@ class ConfirmUnderLockMixin(object):
     """Manager side: ``_confirm_resize`` calling the locked helper."""
 
     def _confirm_resize(self, context, instance, migration=None):
-        """Destroy the source instance, then free its source usage.
-
-        Same steps, notifications and states as upstream's, except that
-        the claim is dropped through ``drop_move_claim_at_source`` and the
-        stashed flavors are kept until the claim is gone, since the
-        periodic task needs ``old_flavor`` to count the migration.
-        """
+        """Upstream's, keeping the stashed flavors until the claim drop."""
         try:
             self._nrl_confirm_resize(context, instance, migration)
         finally:
-            # NOTE: upstream clears these in confirm_resize's "finally";
-            # clearing them here runs at the same point for the resource
-            # tracker: after the claim drop, whether it succeeded or not.
+            # NOTE: upstream clears these in confirm_resize's "finally":
+            # the same point for the tracker, after the drop, failed or not.
             instance.old_flavor = None
             instance.new_flavor = None
             instance.system_metadata.pop('old_vm_state', None)
@@ -123,8 +95,7 @@ class ConfirmUnderLockMixin(object):
             context, instance, migration.source_compute, teardown=True)
         network_info = self.network_api.get_instance_nw_info(context,
                                                              instance)
-        # Give the driver the old PCI devices in the VIF profiles so that it
-        # can unplug them.
+        # The old PCI devices in the VIF profiles, for the driver to unplug.
         pci_mapping = (instance.migration_context.
                        get_pci_mapping_for_migration(True))
         network_info = self._get_updated_nw_info_with_pci_mapping(
@@ -133,13 +104,10 @@ class ConfirmUnderLockMixin(object):
         self.driver.confirm_migration(context, migration, instance,
                                       network_info)
 
-        # Status change, old-flavor claim drop and migration-context drop,
-        # as one critical section under COMPUTE_RESOURCE_SEMAPHORE.
         self.rt.drop_move_claim_at_source(context, instance, migration)
 
         # The user may have powered the instance on or off since the
-        # resize, so take the vm_state from the power state; ACTIVE unless
-        # it is shut down (the power sync task mends the rest).
+        # resize: ACTIVE unless shut down (the power sync mends the rest).
         if instance.power_state == power_state.SHUTDOWN:
             vm_state = vm_states.STOPPED
             LOG.debug("Resized/migrated instance is powered off. "
@@ -164,16 +132,11 @@ class ConfirmUnderLockMixin(object):
 class KeptFlavorsConfirmUnderLockMixin(ConfirmUnderLockMixin):
     """For a ``confirm_resize`` that clears the stashed flavors itself.
 
-    It does so after ``_confirm_resize`` returns or fails, and after the
-    source allocations are deleted: nothing is left to clear here.
+    It does so last, whether ``_confirm_resize`` failed or not.
     """
 
     def _confirm_resize(self, context, instance, migration=None):
-        """Destroy the source instance, then free its source usage.
-
-        Same steps, notifications and states as upstream's, except that
-        the claim is dropped through ``drop_move_claim_at_source``.
-        """
+        """Upstream's, dropping the claim in ``drop_move_claim_at_source``."""
         self._nrl_confirm_resize(context, instance, migration)
 
 

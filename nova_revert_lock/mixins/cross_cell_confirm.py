@@ -12,22 +12,14 @@
 
 """Confirm a cross-cell resize under the compute resource lock.
 
-Runs on the source host, in the source cell. Cross-cell (snapshot-based)
-resize came with Ussuri; there the source keeps its own instance and
-migration records, in its own cell database, until the conductor's
-``ConfirmResizeTask`` hard-deletes them after the source is done.
+Runs on the source host, whose cell keeps the instance and migration
+records until the conductor's ``ConfirmResizeTask`` deletes them. Affected
+Nova (21.0.0 - 21.1.0) drops the old-flavor claim and the migration
+context before it marks the migration ``confirmed``: a periodic
+``update_available_resource`` in between counts the instance again.
 
-Affected Nova (21.0.0 - 21.1.0) drops the old-flavor claim and the
-migration context first and only then marks the source cell migration
-``confirmed``. A periodic ``update_available_resource`` in between finds
-the claim gone but the migration still in progress, and counts the
-instance on the source again: the usage the drop has just removed comes
-back.
-
-The fix, as upstream's (21.1.1): the status change, the claim drop and
-the migration-context drop form one critical section, the tracker's
-``drop_move_claim_at_source``, the same one the same-cell ``confirm``
-mixin uses.
+The fix, as upstream's (21.1.1): the tracker's
+``drop_move_claim_at_source``, as in the same-cell ``confirm`` mixin.
 
 What it replaces and relies on: ``fixes.FIXES['cross_cell_confirm']``.
 """
@@ -45,24 +37,12 @@ class CrossCellConfirmUnderLockMixin(object):
 
     def _confirm_snapshot_based_resize_at_source(
             self, ctxt, instance, migration):
-        """Clean the source host up after a cross-cell resize is confirmed.
-
-        The guest was already destroyed by the prep step, so what is left
-        are its disks, its port bindings and volume attachments for this
-        host, and its usage in the resource tracker.
-
-        :param ctxt: request context targeted at the source cell
-        :param instance: the source cell Instance; the conductor has set
-            ``old_flavor`` on it, which the claim drop needs
-        :param migration: the source cell Migration; set to ``confirmed``
-            here
-        """
+        """Clean the source host up; the conductor set ``old_flavor``."""
         network_info = self.network_api.get_instance_nw_info(ctxt, instance)
         LOG.debug('Cleaning up guest from source hypervisor including disks.',
                   instance=instance)
-        # NOTE: cleanup(), not destroy(): the guest is already gone, only
-        # its disks are left. No block device info and no VIF unplugging:
-        # the prep step disconnected volumes and unplugged VIFs.
+        # NOTE: cleanup(), not destroy(): the prep step destroyed the guest,
+        # disconnected the volumes and unplugged the VIFs; the disks stay.
         self.driver.cleanup(
             ctxt, instance, network_info, block_device_info=None,
             destroy_disks=True, destroy_vifs=False)
@@ -71,9 +51,7 @@ class CrossCellConfirmUnderLockMixin(object):
             ctxt, instance, migration)
         self._delete_volume_attachments(ctxt, instance.get_bdms())
 
-        # Status change, old-flavor claim drop and migration-context drop,
-        # as one critical section under COMPUTE_RESOURCE_SEMAPHORE: the
-        # periodic task sees the migration either in progress with its
+        # The periodic task sees the migration either in progress with its
         # claim, or confirmed without it.
         self.rt.drop_move_claim_at_source(ctxt, instance, migration)
 

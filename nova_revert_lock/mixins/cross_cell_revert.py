@@ -12,30 +12,20 @@
 
 """Revert a cross-cell resize under the compute resource lock.
 
-Two hosts, two cells. The conductor's ``RevertResizeTask`` first calls
-the destination (target cell), then hard-deletes the target cell's
-instance and migration records, then calls the source (source cell) to
-spawn the guest again.
+The conductor's ``RevertResizeTask`` calls the destination (target cell),
+hard-deletes the target cell's records, then calls the source.
 
-Affected Nova (21.0.0 - 21.1.0), on the destination, reverts the
-instance's migration context (its NUMA topology, PCI devices and
-resources go back to the old ones) and saves it, and only then drops the
-new-flavor claim, without ever marking the target cell migration
-``reverted``. A periodic ``update_available_resource`` in between counts
-the instance with its old resources, and the claim drop then removes the
-new ones (with pinned CPUs: ``CPUUnpinningInvalid``, the revert fails).
+Affected Nova (21.0.0 - 21.1.0), on the destination, reverts and saves the
+migration context before it drops the new-flavor claim, never marking the
+migration ``reverted``: a periodic ``update_available_resource`` in
+between counts the old resources, and the drop then removes the new ones
+(with pinned CPUs: ``CPUUnpinningInvalid``, the revert fails).
 
-The fix, as upstream's (21.1.1):
-
-* destination: the status change, the new-flavor claim drop and the
-  migration-context revert form one critical section, the tracker's
-  ``drop_move_claim_at_dest``, the same one the same-cell ``revert``
-  mixin uses;
-* source: the stashed flavors (``old_flavor``, ``new_flavor``) and
-  ``old_vm_state`` are kept until
-  ``finish_revert_snapshot_based_resize_at_source`` ends, whether it
-  succeeds or not, as the resource tracker reads them while the
-  migration is in progress.
+The fix, as upstream's (21.1.1): on the destination, the tracker's
+``drop_move_claim_at_dest`` (as in the ``revert`` mixin); on the source,
+the stashed flavors and ``old_vm_state``, which the tracker reads while
+the migration is in progress, are kept until
+``finish_revert_snapshot_based_resize_at_source`` ends, success or not.
 
 What it replaces and relies on: ``fixes.FIXES['cross_cell_revert']``.
 """
@@ -61,14 +51,7 @@ class CrossCellRevertUnderLockMixin(object):
 
     def _revert_snapshot_based_resize_at_dest(
             self, ctxt, instance, migration):
-        """Clean the destination host up when a cross-cell resize reverts.
-
-        :param ctxt: request context targeted at the target cell
-        :param instance: the target cell Instance, vm_state ``resized``,
-            task_state ``resize_reverting``
-        :param migration: the target cell Migration, status ``reverting``;
-            set to ``reverted`` here
-        """
+        """Clean the destination (target cell) up on a cross-cell revert."""
         network_info = self.network_api.get_instance_nw_info(ctxt, instance)
         bdms = instance.get_bdms()
         block_device_info = self._get_instance_block_device_info(
@@ -78,10 +61,9 @@ class CrossCellRevertUnderLockMixin(object):
         self.driver.destroy(
             ctxt, instance, network_info, block_device_info=block_device_info)
 
-        # NOTE: the source host port bindings must be active before the
-        # destination's are deleted, or the ports end up unbound and the
-        # source cannot finish. migrate_instance_start activates the
-        # bindings of migration.dest_compute, hence the temporary swap.
+        # NOTE: activate the source's port bindings before deleting ours,
+        # or the ports end up unbound. migrate_instance_start activates
+        # those of migration.dest_compute, hence the temporary swap.
         with utils.temporary_mutation(
                 migration, dest_compute=migration.source_compute):
             LOG.debug('Activating port bindings for source host %s.',
@@ -95,8 +77,7 @@ class CrossCellRevertUnderLockMixin(object):
             self.network_api.cleanup_instance_network_on_host(
                 ctxt, instance, self.host)
         except exception.PortBindingDeletionFailed as e:
-            # NOTE: the guest is gone already; a stale binding must not
-            # stop the revert.
+            # NOTE: the guest is gone; a stale binding must not stop us.
             LOG.error('Failed to delete port bindings from target host. '
                       'Error: %s', e, instance=instance)
 
@@ -104,8 +85,6 @@ class CrossCellRevertUnderLockMixin(object):
                   instance=instance)
         self._delete_volume_attachments(ctxt, bdms)
 
-        # Status change, new-flavor claim drop and migration-context revert,
-        # as one critical section under COMPUTE_RESOURCE_SEMAPHORE.
         self.rt.drop_move_claim_at_dest(ctxt, instance, migration)
 
     # -- source (source cell) --------------------------------------------
@@ -117,17 +96,7 @@ class CrossCellRevertUnderLockMixin(object):
     @nova_manager.wrap_instance_fault
     def finish_revert_snapshot_based_resize_at_source(
             self, ctxt, instance, migration):
-        """Spawn the guest on the source host again, with the old flavor.
-
-        Same steps, notifications and states as upstream's, except that
-        the stashed flavors and ``old_vm_state`` are cleared only once
-        everything else is done (or has failed).
-
-        :param ctxt: request context targeted at the source cell
-        :param instance: the source cell Instance, vm_state ``resized``,
-            task_state ``resize_reverting``
-        :param migration: the source cell Migration, status ``reverting``
-        """
+        """Upstream's, clearing the stashed flavors last, success or not."""
 
         @utils.synchronized(instance.uuid)
         def do_revert():
@@ -151,13 +120,8 @@ class CrossCellRevertUnderLockMixin(object):
 
     def _finish_revert_snapshot_based_resize_at_source(
             self, ctxt, instance, migration):
-        """The body of :meth:`finish_revert_snapshot_based_resize_at_source`.
-
-        Kept apart so that the public method's decorators handle its
-        errors, as upstream does.
-        """
-        # NOTE: read, not popped: old_vm_state is cleared with the stashed
-        # flavors at the very end.
+        """The body, apart so that the decorators above handle its errors."""
+        # NOTE: read, not popped: it is cleared with the flavors, last.
         old_vm_state = instance.system_metadata.get(
             'old_vm_state', vm_states.ACTIVE)
 
@@ -166,13 +130,11 @@ class CrossCellRevertUnderLockMixin(object):
         self._nrl_revert_instance_flavor_host_node(instance, migration)
 
         # The migration's allocations on the source node go back to the
-        # instance, which drops the instance's allocations on the
-        # destination node.
+        # instance, dropping the instance's on the destination node.
         try:
             self._revert_allocation(ctxt, instance, migration)
         except exception.AllocationMoveFailed:
-            # NOTE: go on with ports and volumes; the operator can mend
-            # the allocations afterwards.
+            # NOTE: go on; the operator can mend the allocations later.
             LOG.error('Reverting allocation in placement for migration '
                       '%(migration_uuid)s failed. You may need to manually '
                       'remove the allocations for the migration consumer '
@@ -235,10 +197,7 @@ class CrossCellRevertUnderLockMixin(object):
         migration.save()
 
     def _nrl_revert_instance_flavor_host_node(self, instance, migration):
-        """Old flavor, source host and node back on the instance.
-
-        Unlike Nova 21.1.0's helper for this, the stashed flavors stay set.
-        """
+        """Old flavor, host and node back; unlike 21.1.0's, stashes kept."""
         self._set_instance_info(instance, instance.old_flavor)
         instance.host = migration.source_compute
         instance.node = migration.source_node

@@ -12,31 +12,19 @@
 
 """Finish an evacuation on the destination under the tracker's lock.
 
-Nova bug 1896463, a sibling of bug 1879878. Runs on the evacuation's
-destination host.
+Nova bug 1896463, a sibling of bug 1879878. Runs on the destination.
 
-Affected Nova's ``rebuild_instance`` ends an evacuation outside
-``COMPUTE_RESOURCE_SEMAPHORE``: it applies the migration context, saves
-``instance.host`` and ``instance.node`` pointing at this host, drops the
-migration context and only then marks the migration ``done``. The
-destination's ``update_available_resource`` reads the node's instances
-(by ``instance.host``) and later its in-progress migrations. A periodic
-task that reads the instances before the save and the migrations after
-the status change counts the evacuated instance nowhere: it frees the
-instance's PCI devices (they show no owner) and, with dedicated CPUs,
-its pinning, and the node's usage drops by the whole instance until the
-next periodic task. Upstream's reproducer shows the PCI allocation
-deleted.
+Affected Nova's ``rebuild_instance`` applies the migration context, saves
+``instance.host`` and ``node`` pointing at this host, drops the context
+and only then marks the migration ``done``, all outside
+``COMPUTE_RESOURCE_SEMAPHORE``. A periodic ``update_available_resource``
+reading the instances before the save and the migrations after the status
+change counts the instance nowhere, freeing its PCI devices and pinning.
 
-The fix, as upstream's (7675964af8, Nova 21.2.0, 22.1.0, 23.0.0, and
-the train-eol tip): the four steps run as one critical section of the
-tracker, under the semaphore taken exactly as the installed tracker takes
-it (plain on Train, fair from Ussuri on). A periodic task then sees the
-instance either still incoming (its migration in progress, its context
-set) or on this host with no migration: counted once either way. The
-tracker method is named ``_nrl_finish_evacuation``, so that it never
-shadows upstream's ``finish_evacuation``; where the code carries
-upstream's fix the mixin stands aside anyway.
+The fix, as upstream's (7675964af8, Nova 21.2.0, 22.1.0, 23.0.0, and the
+train-eol tip): the four steps form one critical section of the tracker,
+under the semaphore taken as the installed tracker takes it, named so as
+never to shadow upstream's ``finish_evacuation``.
 
 What it replaces and relies on: ``fixes.FIXES['evacuate_under_lock']``.
 """
@@ -60,41 +48,24 @@ class EvacuationTracker(object):
 
     @locking.under_compute_resource_semaphore
     def _nrl_finish_evacuation(self, instance, node, migration):
-        """Move the evacuated instance onto this host and end its move.
+        """Upstream's ``finish_evacuation`` onto ``node``, same states.
 
-        Same steps and states as upstream's ``finish_evacuation``: the
-        migration context is applied, the instance saved with this host
-        and ``node``, the context dropped, then the migration marked
-        ``done``. Runs under ``COMPUTE_RESOURCE_SEMAPHORE`` (applied when
-        the tracker class is composed), so that the periodic task never
-        sees one step without the others. Calls no synchronized tracker
-        method: the lock is not reentrant.
-
-        :param instance: the evacuated Instance
-        :param node: this host's node the instance was rebuilt on
-        :param migration: the evacuation's Migration, or None
+        Calls no synchronized tracker method: the lock is not reentrant.
         """
         with sections.counted('evacuate_under_lock'):
             instance.apply_migration_context()
-            # The save moves host and node to this host: from here on the
-            # periodic task counts the instance as one of the node's.
             instance.host = self.host
             instance.node = node
             instance.save()
             instance.drop_migration_context()
-            # Only now that the instance belongs here: no in-progress
-            # migration is left to count it by.
+            # Only now that it belongs here: its migration stops counting.
             if migration:
                 migration.status = 'done'
                 migration.save()
 
 
 class EvacuateUnderLockMixin(object):
-    """Manager side: ``rebuild_instance`` finishing under the lock.
-
-    Ussuri's ``rebuild_instance``; :class:`TrainEvacuateUnderLockMixin`
-    adapts the two steps Train does otherwise.
-    """
+    """Manager side: Ussuri's ``rebuild_instance``, ending in the lock."""
 
     @messaging.expected_exceptions(exception.PreserveEphemeralNotSupported)
     @nova_manager.wrap_exception()
@@ -106,14 +77,7 @@ class EvacuateUnderLockMixin(object):
                          bdms, recreate, on_shared_storage,
                          preserve_ephemeral, migration,
                          scheduled_node, limits, request_spec):
-        """Destroy and re-make this instance (rebuild or evacuation).
-
-        Same steps, notifications and states as upstream's, except that a
-        successful rebuild ends in the tracker's
-        ``_nrl_finish_evacuation``: host, node, migration context and
-        migration status change under ``COMPUTE_RESOURCE_SEMAPHORE``.
-        ``recreate`` True means an evacuation to this host.
-        """
+        """Upstream's, ending in the tracker's ``_nrl_finish_evacuation``."""
         evacuate = recreate
         context = context.elevated()
 
@@ -195,18 +159,13 @@ class EvacuateUnderLockMixin(object):
                 self._notify_instance_rebuild_error(context, instance, e, bdms)
                 raise
             else:
-                # NOTE: host, node, migration context and migration status
-                # change as one critical section of the tracker, so that
-                # the periodic task counts the instance once (bug 1896463).
+                # NOTE: one critical section of the tracker, so that the
+                # periodic task counts the instance once (bug 1896463).
                 self.rt._nrl_finish_evacuation(instance, scheduled_node,
                                                migration)
 
     def _nrl_error_out_on_rebuild(self, context, instance):
-        """The context that puts the instance in ERROR on failure.
-
-        Ussuri keeps the vm_state if the rebuild fails before the guest
-        is touched (the claim or the group policy check).
-        """
+        """ERROR on failure; Ussuri keeps the vm_state of a failed claim."""
         return self._error_out_instance_on_exception(
             context, instance, instance_state=instance.vm_state)
 
@@ -225,22 +184,14 @@ class EvacuateUnderLockMixin(object):
 
     @staticmethod
     def _nrl_build_abort(instance, e):
-        """The exception a failed claim ends the rebuild with.
-
-        Ussuri wraps it in InstanceFaultRollback, so that the vm_state is
-        kept.
-        """
+        """Ussuri wraps it in InstanceFaultRollback: the vm_state is kept."""
         return exception.InstanceFaultRollback(
             inner_exception=exception.BuildAbortException(
                 instance_uuid=instance.uuid, reason=e.format_message()))
 
 
 class TrainEvacuateUnderLockMixin(EvacuateUnderLockMixin):
-    """Manager side on Train.
-
-    Train claims before ``_do_rebuild_instance_with_claim`` and puts the
-    instance in ERROR whatever fails.
-    """
+    """Train claims first and puts the instance in ERROR on any failure."""
 
     def _nrl_error_out_on_rebuild(self, context, instance):
         return self._error_out_instance_on_exception(context, instance)

@@ -14,24 +14,16 @@
 
 Nova bug 1944759, a sibling of bug 1879878. Runs on the source host.
 
-Affected Nova's ``_resize_instance`` saves ``instance.host`` and
-``instance.node`` pointing at the destination and casts ``finish_resize``
-there; only the destination's ``finish_resize`` stashes
-``instance.old_flavor``. The source's ``update_available_resource``
-counts the instance by ``instance.host`` (no longer this host) and an
-outgoing migration from ``instance.old_flavor`` (not set yet), so a
-periodic task in between counts nothing for it: the source loses the
-old flavor's usage (and NUMA pinning) until the confirm, whose claim drop
-then takes it away a second time (negative usage,
-``CPUUnpinningInvalid``), or until the next periodic task after a revert.
+Affected Nova's ``_resize_instance`` saves ``instance.host`` and ``node``
+pointing at the destination, whose ``finish_resize`` alone stashes
+``old_flavor``. The source counts the instance by ``instance.host`` and
+an outgoing migration from ``old_flavor``, so a periodic task in between
+counts nothing: the usage and pinning are lost until the confirm, whose
+claim drop takes them away again (``CPUUnpinningInvalid``).
 
-The fix, as upstream's (b841e55321, Nova 22.4.0): the source sets
-``instance.old_flavor`` to the current flavor in the very save that
-moves ``instance.host`` to the destination, so that no reader ever sees
-the one without the other. No lock is needed: the periodic task reads
-the instance from the database, and one save writes both. The
-destination's ``finish_resize`` stashes the same flavor again, so a
-destination on any release sees nothing new.
+The fix, as upstream's (b841e55321, Nova 22.4.0): the save that moves
+``instance.host`` also sets ``old_flavor``; one save writes both, so no
+lock is needed. The destination stashes the same flavor again.
 
 What it replaces and relies on: ``fixes.FIXES['resize_source_flavor']``.
 """
@@ -51,12 +43,7 @@ class SourceFlavorMixin(object):
     def _resize_instance(self, context, instance, image,
                          migration, instance_type, clean_shutdown,
                          request_spec):
-        """Power off and hand the instance over to the destination.
-
-        Same steps, notifications and states as upstream's, except that
-        ``instance.old_flavor`` is saved together with the new
-        ``instance.host`` and ``node``.
-        """
+        """Upstream's, saving ``old_flavor`` with the new host and node."""
         # NOTE: the vm_state to restore if the driver rolls back: a
         # STOPPED server must not come back ACTIVE.
         instance_state = instance.vm_state
@@ -98,9 +85,8 @@ class SourceFlavorMixin(object):
 
             instance.host = migration.dest_compute
             instance.node = migration.dest_node
-            # NOTE: from here on the source's periodic task counts this
-            # instance as an outgoing migration, which it can only do with
-            # old_flavor set: stash it in the same save as the new host.
+            # NOTE: from here on the source counts it as an outgoing
+            # migration, which needs old_flavor: stash it in this save.
             instance.old_flavor = instance.flavor
             instance.task_state = task_states.RESIZE_MIGRATED
             instance.save(expected_task_state=task_states.RESIZE_MIGRATING)
@@ -126,8 +112,7 @@ class SourceFlavorMixin(object):
 class VictoriaSourceFlavorMixin(SourceFlavorMixin):
     """Victoria to Xena: ``_get_power_off_values`` takes no context.
 
-    (Xena 24.0.0 names the flavor argument ``flavor``; its
-    ``resize_instance`` passes it by position, as every release does.)
+    (Xena names the flavor argument ``flavor``, passed by position.)
     """
 
     def _nrl_power_off_values(self, context, instance, clean_shutdown):

@@ -13,16 +13,15 @@
 """Revert a resize or cold migration under the compute resource lock.
 
 Runs on the destination host. Affected Nova sets the migration
-``reverted``, reverts the migration context and only then drops the
+``reverted`` and reverts the migration context before it drops the
 new-flavor claim: a periodic ``update_available_resource`` in between no
-longer counts the incoming migration, and the drop then removes its usage
-a second time.
+longer counts the migration, and the drop removes its usage again.
 
 The fix, as upstream's ``drop_move_claim_at_dest``: the status change, the
-new-flavor claim drop and the migration-context revert form one critical
-section under ``COMPUTE_RESOURCE_SEMAPHORE``, in upstream's order (the
-instance record last), so that a failure inside it never persists an
-instance whose NUMA topology and pinning are not its host's.
+claim drop and the context revert form one critical section under
+``COMPUTE_RESOURCE_SEMAPHORE``, in upstream's order (the instance record
+last), so that a failure inside it never persists an instance whose NUMA
+topology and pinning are not its host's.
 
 What it replaces and relies on: ``fixes.FIXES['revert']``.
 """
@@ -44,35 +43,22 @@ class DestClaimDropTracker(object):
 
     @locking.under_compute_resource_semaphore
     def drop_move_claim_at_dest(self, context, instance, migration):
-        """Drop a move claim after reverting a resize or cold migration.
-
-        :param context: security context
-        :param instance: the Instance being reverted, task state
-            ``resize_reverting``, ``new_flavor`` and ``migration_context``
-            still set
-        :param migration: its Migration record; set to ``reverted`` here
-        """
+        """Drop a move claim after reverting a resize or cold migration."""
         with sections.counted('revert'):
-            # NOTE: the instance still has to be spawned again on the
-            # source, but "reverted" is what tells the periodic task to
-            # stop counting the migration on this host.
+            # NOTE: not spawned on the source yet, but "reverted" is what
+            # stops the periodic task counting the migration here.
             migration.status = 'reverted'
             migration.save()
             # NOTE: upstream's order (and patches/*): drop the claim, then
-            # revert and save the instance. If the drop fails, the record
-            # still says what the host holds (the destination's pinning
-            # and flavor). If the save fails, the record is put back (see
-            # below) and the usage is gone from the books until the next
-            # periodic task, which counts the unchanged record again. The
-            # other order can persist an instance on this host with the
-            # source's NUMA topology and pinning when the drop fails after
-            # the save: every later periodic task would then count the
-            # source's pCPU ids here.
+            # revert and save the instance. A failed drop leaves the record
+            # saying what the host holds; a failed save puts it back (see
+            # below), and the next periodic task counts it again. The other
+            # order, the drop failing after the save, can persist the
+            # source's NUMA topology and pinning on this host for good.
             self._drop_move_claim(
                 context, instance, migration.dest_node, instance.new_flavor,
                 prefix='new_')
-            # _drop_move_claim reads the new resources from the migration
-            # context, so it is reverted last.
+            # _drop_move_claim reads the migration context: revert it last.
             instance.revert_migration_context()
             try:
                 instance.save(
@@ -80,11 +66,9 @@ class DestClaimDropTracker(object):
             except Exception:
                 with excutils.save_and_reraise_exception():
                     # NOTE: the caller's error handler saves the instance
-                    # (vm_state ERROR) with every pending change: without
-                    # this it would persist the source's NUMA topology and
-                    # pinning on this host, which upstream does. Put back
-                    # what this host holds; the next periodic task counts
-                    # it again.
+                    # (ERROR) with every pending change; upstream thus
+                    # persists the source's NUMA topology and pinning here.
+                    # Put back what this host holds.
                     instance.apply_migration_context()
 
 
@@ -97,12 +81,7 @@ class RevertUnderLockMixin(object):
     @nova_manager.errors_out_migration
     @nova_manager.wrap_instance_fault
     def revert_resize(self, context, instance, migration, request_spec=None):
-        """Destroy the new instance on the destination host.
-
-        Same steps, notifications and states as upstream's, except that the
-        status change, migration-context revert and claim drop run as one
-        critical section (``drop_move_claim_at_dest``).
-        """
+        """Upstream's, with ``drop_move_claim_at_dest`` as one section."""
         # A revert is a resize back to the old size: send a usage event.
         compute_utils.notify_usage_exists(self.notifier, context, instance,
                                           self.host, current_period=True)
@@ -128,8 +107,6 @@ class RevertUnderLockMixin(object):
 
             self._terminate_volume_connections(context, instance, bdms)
 
-            # Status change, migration-context revert and new-flavor claim
-            # drop, as one critical section.
             self.rt.drop_move_claim_at_dest(context, instance, migration)
 
             # Cast back to the source host to finish the revert there.

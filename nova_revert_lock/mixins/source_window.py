@@ -12,109 +12,39 @@
 
 """Count a reverting instance on its source, and only there, until back.
 
-Runs on both hosts of a revert, on every Nova this package knows,
-including releases that carry upstream's fix for bug 1879878: upstream
-left this window open everywhere.
+Runs on both hosts of a revert, on every Nova this package knows: upstream
+left this window open everywhere, even where it fixed bug 1879878
+(doc/source/source-window.rst).
 
-On revert the destination sets the migration ``reverted``, drops its
-claim and only then casts ``finish_revert_resize`` to the source, which
-moves ``instance.host`` back when that call runs. In between, the source's
-``update_available_resource`` counts the instance nowhere: it is not on the
-source by ``instance.host``, and a ``reverted`` migration is not "in
-progress". The source's usage drops by the whole instance until its next
-periodic task, and with dedicated CPUs a new instance can be pinned to the
-reverting instance's pCPUs meanwhile.
+The destination sets the migration ``reverted`` (the *flip*), drops its
+claim, then casts ``finish_revert_resize`` to the source, which saves
+``instance.host`` back (the *return*). In between, the source's
+``update_available_resource`` counts the instance nowhere (a new instance
+can be pinned to its pCPUs), and the destination's counts it with the
+source's NUMA topology and pinning although its claim is gone
+(``CPUPinningInvalid``; "potentially wrong for a period of time", says
+upstream's NOTE(ndipanov) in ``revert_resize``). The fix is in the
+resource trackers only: nothing is written, no RPC changes.
 
-The fix lives in the resource tracker only: the source's (here) and the
-destination's (below). Nothing is written, no status is added, no RPC
-changes: the other host, whatever it runs, sees nothing new.
+Source: the look-up runs right after upstream pairs its two reads (the
+node's instances, then its in-progress migrations) and trusts only what
+they saw. The flip comes first; only a flip before the migration read
+with a return after the instance read leaves upstream counting nothing,
+and then the look-up, reading after the flip, finds the ``reverted``
+migration and counts the instance once: as the outgoing migration it was
+or, already back, as an instance of the node. Through the conductor, it
+uses only filters that survive RPC serialization. Being under
+``COMPUTE_RESOURCE_SEMAPHORE``, it runs only when a resize the tracker
+noted in memory has left the in-progress list (read before it decides: a
+later flip is seen by the next run) with its instance not back, and on a
+node's first periodic run in the process, for a revert a restart hid.
 
-When the look-up runs, and why that is enough
----------------------------------------------
-
-Upstream's periodic body reads the node's instances (by ``instance.host``)
-and, later, its in-progress migrations. Two events of other hosts can land
-at any moment of it: the *flip* (the destination sets the migration
-``reverted``) and the *return* (the source's ``finish_revert_resize``
-saves ``instance.host`` back; it clears the task state and the migration
-context in a second save, later). The flip always comes first.
-
-The look-up runs *after* both of upstream's reads, right after the
-in-progress migrations were paired with the instances, and it trusts only
-what those two reads saw:
-
-* flip after the migration read: upstream counts the migration as the
-  outgoing one it still was; the look-up sees it among the in-progress
-  migrations and adds nothing;
-* return before the instance read: upstream counts the instance; the
-  look-up sees it among the node's instances and adds nothing;
-* flip before the migration read and return after the instance read:
-  upstream counts nothing. The look-up finds the ``reverted`` migration
-  (it reads after the flip) and the instance as it is now: still on the
-  destination and ``resize_reverting``, it is counted as the outgoing
-  migration it was a moment earlier (old flavor, old NUMA topology and
-  pinning); already back on this node (one save or both), it is counted
-  as upstream's next periodic task will count it, as an instance of the
-  node.
-
-So whatever step of the periodic task the flip and the return land at,
-the instance is counted exactly once on the source.
-
-The destination's side of the same window
------------------------------------------
-
-Between the flip and the return the instance is still on the destination
-by ``instance.host``, ``resize_reverting``, and upstream's periodic task
-on the destination counts it as one of the node's instances: with the new
-flavor and, the migration context reverted, the *source's* NUMA topology
-and pinning. The destination's claim was dropped and its guest destroyed,
-so that usage is counted twice over the two hosts; with dedicated CPUs the
-destination pins the source's pCPUs in its books, and if one of its own
-guests holds one of them the periodic task fails with
-``CPUPinningInvalid`` until the return (upstream's NOTE(ndipanov) in
-``revert_resize`` calls it "potentially wrong for a period of time").
-
-The destination's periodic task therefore leaves out, from the node's
-instances it counts, every instance that is ``resize_reverting`` with a
-migration context whose migration (read by the context's id) made this
-node its destination, not a resize to the same node, and is
-``reverted``. The status, the claim drop and the reverted context are
-written together under ``COMPUTE_RESOURCE_SEMAPHORE`` (by upstream's
-``drop_move_claim_at_dest``, or by the ``revert`` mixin where upstream
-has no fix), and the periodic task holds it: ``reverted`` means the claim
-is gone. The instance is still listed for the allocation clean-up. One
-read of a migration (``Migration.get_by_id``, through the conductor) per
-``resize_reverting`` instance of the node and periodic run; none when no
-revert is under way. If the read fails the node counts as upstream's
-does.
-
-The look-up runs through the conductor in a real nova-compute, so it uses
-only filters that survive RPC serialization (no ``changes-since``
-datetime): the most recently updated ``reverted`` migrations from this
-host, at most :data:`RECENT_REVERTS`.
-
-When there is nothing to look up
---------------------------------
-
-The look-up runs under ``COMPUTE_RESOURCE_SEMAPHORE``, which every claim
-of the host waits for, so it runs only when a revert from the node can be
-in its window; a node with no move in flight makes no call upstream's
-periodic task does not make. The tracker keeps, in memory, the node's
-outgoing resizes that are not known to be over: noted when this host's
-``resize_instance`` starts one, and whenever the periodic task lists one
-(a compute restarted in the middle of a resize). A noted resize is over
-when ``confirm_resize`` has run here, when the migration has left the
-in-progress list and the periodic task found the instance back on the
-node, or when the look-up found it settled (confirmed, failed, its
-instance moved on or deleted). The look-up runs when a noted resize has
-left the in-progress list (the destination's flip) and its instance is
-not back, and once in a process's life, on its first periodic run of the
-node, for a revert that a restart hid. Upstream's in-progress list is
-read before the look-up decides, so a flip that lands after it is seen
-by the next run, as the module's order argument requires; a resize that
-is not noted cannot have left the list since the last run without this
-host's ``resize_instance`` having run. Drivers that cannot resize
-(Ironic) skip all of it.
+Destination: the periodic task does not count a ``resize_reverting``
+instance whose migration (read by its context's id) made this node its
+destination, from another node, and is ``reverted``: the revert writes
+that status with the claim drop under ``COMPUTE_RESOURCE_SEMAPHORE``,
+which the periodic task holds. The instance stays listed for the
+allocation clean-up. If a read fails, the node counts as upstream's does.
 
 What it replaces and relies on: ``fixes.FIXES['source_window']``.
 """
@@ -133,13 +63,11 @@ from nova_revert_lock.mixins import base
 LOG = logging.getLogger(__name__)
 
 #: How many of the host's most recently updated ``reverted`` migrations
-#: the look-up reads. The migration it must find was set ``reverted``
-#: during the running periodic task, so it is among the newest; the bound
-#: keeps the query small on a host with years of history.
+#: the look-up reads: the one it must find was set ``reverted`` during the
+#: running periodic task, and a host may have years of history.
 RECENT_REVERTS = 20
 
-#: What the periodic task needs of an instance, as upstream's instance
-#: list loads it.
+#: What the periodic task needs of an instance, as upstream's list loads.
 _INSTANCE_ATTRS = ['system_metadata', 'numa_topology', 'flavor',
                    'migration_context', 'resources']
 
@@ -163,10 +91,7 @@ def _can_resize(driver):
 
 
 def _resize_from(migration, host, nodename):
-    """True if ``migration`` is a same-cell resize out of ``nodename``.
-
-    Only those revert through ``finish_revert_resize`` on this node.
-    """
+    """True for a same-cell resize out of ``nodename`` (reverts here)."""
     return (migration.source_compute == host and
             migration.source_node == nodename and
             migration.dest_node != nodename and
@@ -182,12 +107,7 @@ def _reverting(instance):
 
 
 def _given_back(migration, host, nodename):
-    """True if ``migration``'s revert dropped its claim on ``nodename``.
-
-    A resize to this node from another (not to the same node), set
-    ``reverted``: the revert's critical section on this host (the status,
-    the claim drop, the context reverted) has run.
-    """
+    """Reverted, to ``nodename`` from another node: its claim is gone."""
     return (migration.status == 'reverted' and
             migration.dest_compute == host and
             migration.dest_node == nodename and
@@ -207,12 +127,10 @@ class SourceWindowTracker(object):
     #: True while the destination's read of a migration fails
     _nrl_dest_failing = False
 
-    # NOTE: the tracker's memory of the node's outgoing resizes is written
-    # by RPC handlers (resize_instance, confirm_resize) without the lock,
-    # and by the periodic task with it; only single dict operations touch
-    # it, which are atomic whether the service runs on eventlet or on
-    # native threads. It lives in the instance's __dict__: the tracker's
-    # class is swapped in after __init__ has run.
+    # NOTE: the memory of the node's outgoing resizes is written by RPC
+    # handlers without the lock and by the periodic task with it: only
+    # single dict operations, atomic on eventlet and native threads. It is
+    # in the instance's __dict__: the class is swapped in after __init__.
 
     def _nrl_watched(self, nodename):
         """migration uuid -> instance uuid: the node's noted resizes."""
@@ -240,11 +158,7 @@ class SourceWindowTracker(object):
 
     @locking.under_compute_resource_semaphore
     def _update_available_resource(self, context, resources, startup=False):
-        """Upstream's periodic body, with the look-up after its reads.
-
-        Runs under ``COMPUTE_RESOURCE_SEMAPHORE``, taken exactly as the
-        installed tracker takes it, like the method it replaces.
-        """
+        """Upstream's periodic body, under the installed tracker's lock."""
         self._nrl_node = (context, resources['hypervisor_hostname'])
         try:
             return _upstream('_update_available_resource')(
@@ -253,12 +167,7 @@ class SourceWindowTracker(object):
             self._nrl_node = None
 
     def _update_usage_from_instances(self, context, instances, nodename):
-        """Leave out what this node gave back in a revert (destination).
-
-        :returns: every listed instance by uuid, counted or not, as
-            upstream's method does: the allocation clean-up must still
-            know them
-        """
+        """Leave out what reverts gave back; still return every instance."""
         leaving = self._nrl_given_back(context, instances, nodename)
         counted = instances
         if leaving:
@@ -275,10 +184,9 @@ class SourceWindowTracker(object):
             context, instance.migration_context.migration_id)
 
     def _nrl_given_back(self, context, instances, nodename):
-        """The node's instances whose revert dropped their claim here.
+        """Instance uuid -> Migration, for reverts whose claim here is gone.
 
-        :returns: dict instance uuid -> Migration; empty if the look-up
-            fails, so that the periodic task counts as upstream's
+        Empty if the read fails, so that the node counts as upstream's.
         """
         found = {}
         try:
@@ -319,10 +227,8 @@ class SourceWindowTracker(object):
     def _pair_instances_to_migrations(self, migrations, instance_by_uuid):
         """Count what upstream's two reads missed (see the module doc).
 
-        Upstream's periodic body calls this right after it read the
-        in-progress migrations, and hands the same list and dict on to
-        the usage update, the allocation clean-up and the PCI tracker:
-        each of them sees what is added here.
+        The usage update, allocation clean-up and PCI tracker get the same
+        list and dict: all see what is added here.
         """
         super(SourceWindowTracker, self)._pair_instances_to_migrations(
             migrations, instance_by_uuid)
@@ -332,10 +238,9 @@ class SourceWindowTracker(object):
         context, nodename = node
         for migration, instance in self._nrl_find_reverting(
                 context, nodename, migrations, instance_by_uuid):
-            # NOTE: upstream's usage update takes an instance from the
-            # first listed migration of it. For an earlier failed move (an
-            # 'error' migration, listed from Victoria on) it would load the
-            # instance again, after the look-up read it: one copy for all.
+            # NOTE: upstream's usage update takes the instance of its first
+            # listed migration; for an earlier failed move ('error', from
+            # Victoria on) it would load it again: one copy for all.
             for other in migrations:
                 if other.instance_uuid == instance.uuid:
                     other.instance = instance
@@ -343,24 +248,21 @@ class SourceWindowTracker(object):
             if migration not in migrations.objects:
                 migrations.objects.append(migration)
             if self._nrl_landed(instance, nodename):
-                # Back on this node after upstream listed the node's
-                # instances: count it as the next periodic task will. The
-                # usage update then sees it tracked and adds nothing.
+                # Back since upstream's instance read: count it as the next
+                # run will; the usage update then finds it tracked.
                 instance_by_uuid[instance.uuid] = instance
                 self._update_usage_from_instance(context, instance, nodename)
-            # else: upstream's usage update counts it as the outgoing
-            # migration it is (or was, before the destination's flip),
-            # from this copy of the instance, read before its return.
+            # else: the usage update counts it as the outgoing migration
+            # it is (or was, before the flip), from this copy.
 
     def _nrl_landed(self, instance, nodename):
         return instance.host == self.host and instance.node == nodename
 
     def _nrl_find_reverting(self, context, nodename, migrations,
                             instance_by_uuid):
-        """Reverts from this node whose instance neither read counted.
+        """(Migration, Instance) of the reverts neither read counted.
 
-        :returns: list of (Migration, Instance); empty if the look-up
-            fails, so that the periodic task runs as upstream's
+        Empty if the look-up fails, so that the node counts as upstream's.
         """
         try:
             found = self._nrl_query(context, nodename, migrations,
@@ -385,11 +287,8 @@ class SourceWindowTracker(object):
     def _nrl_left(self, nodename, migrations, instance_by_uuid):
         """The noted resizes that left the list, their instance not back.
 
-        Notes the node's outgoing resizes upstream listed, and forgets
-        those that are over without a look-up (see the module doc).
-
-        :returns: dict migration uuid -> instance uuid, or None on the
-            node's first periodic run in this process
+        Notes the resizes upstream listed and forgets those over. Returns
+        migration uuid -> instance uuid, or None on the node's first run.
         """
         first = nodename not in self.__dict__.get('_nrl_seen_nodes', ())
         watch = self._nrl_watched(nodename)
@@ -444,9 +343,8 @@ class SourceWindowTracker(object):
             # The node's first run: keep watching what it counts.
             watch.update((m.uuid, m.instance_uuid) for m, _i in found)
         else:
-            # The others are settled: confirmed, failed or reverted long
-            # ago, their instance moved on or deleted. A reverted
-            # migration is final; nothing can make it count again.
+            # The others are settled (confirmed, failed, reverted long ago,
+            # instance moved on or deleted); a reverted one stays final.
             counted = set(m.uuid for m, _i in found)
             for migration_uuid in left:
                 if migration_uuid not in counted:
@@ -456,10 +354,9 @@ class SourceWindowTracker(object):
     def _nrl_recent(self, context, nodename, migrations, left, candidates,
                     outgoing):
         """Add the recent reverts to look at (all of them on a first run)."""
-        # Reverted before upstream listed the in-progress migrations. From
-        # Victoria on the list also holds the host's 'error' migrations
-        # (get_in_progress_and_error), by which upstream counts nothing:
-        # an earlier failed move must not hide the revert.
+        # Reverted before upstream's migration read. From Victoria on the
+        # list holds 'error' migrations too, by which upstream counts
+        # nothing: an earlier failed move must not hide the revert.
         moving = set(m.instance_uuid for m in migrations
                      if m.status != 'error')
         recent = objects.MigrationList.get_by_filters(
@@ -478,8 +375,8 @@ class SourceWindowTracker(object):
         if instance.task_state == task_states.RESIZE_REVERTING:
             # Not back yet, or back by its first save only.
             return context_id == migration.id
-        # Both saves done: back, with its migration context dropped, after
-        # the migration was read (launched_at is set by the second save).
+        # Both saves done after the migration was read (the second sets
+        # launched_at and drops the context).
         return (context_id is None and self._nrl_landed(instance, nodename)
                 and instance.launched_at is not None and
                 migration.updated_at is not None and
@@ -513,11 +410,7 @@ def _argument(args, kwargs, name, position):
 class SourceWindowMixin(object):
     """Manager side: tell the tracker when a resize begins and ends here.
 
-    Upstream's handlers run unchanged; the tracker keeps, in memory, which
-    resizes of the node can still revert, so that its periodic task looks
-    up nothing when none can (see the module doc). A tracker that is not
-    the composed one (a tracker class the guard left alone) is not told:
-    nothing here may fail a resize.
+    Only a composed tracker is told: nothing here may fail a resize.
     """
 
     def resize_instance(self, context, *args, **kwargs):
@@ -541,9 +434,8 @@ class SourceWindowMixin(object):
                 forget(migration)
 
 
-# NOTE: one implementation for every series whose code was read: the
-# periodic body reads the node's instances, then its migrations, then
-# pairs them, in all of them, and the revert flips the migration, drops
-# the destination claim and casts to the source in that order.
+# NOTE: one implementation: in every series read the periodic body reads
+# instances, then migrations, then pairs them, and the revert flips, drops
+# the claim, then casts.
 SPEC = base.MixinSpec('source_window', base.Implementation(
     manager=SourceWindowMixin, tracker=SourceWindowTracker))
