@@ -135,10 +135,8 @@ FIXES = collections.OrderedDict((fix.name, fix) for fix in (
                          'drop_move_claim_at_source'),) +
         _under_lock('drop_move_claim_at_source', 'status'),
         verified=_TRAIN_USSURI),
-    # NOTE: train-eol and Ussuri 21.1.1+ moved finish_revert_resize's body,
-    # which gets the instance the critical section saved, to
-    # _finish_revert_resize; a function relied on that a release lacks
-    # matches the surveyed releases without it (MixinSpec.check).
+    # train-eol and 21.1.1+ moved finish_revert_resize's body to
+    # _finish_revert_resize: relied on, absent where a release lacks it.
     declare(
         'revert',
         'revert (destination): status, claim drop and migration context '
@@ -155,12 +153,8 @@ FIXES = collections.OrderedDict((fix.name, fix) for fix in (
                          'drop_move_claim_at_dest'),) +
         _under_lock('drop_move_claim_at_dest', 'status'),
         verified=_TRAIN_USSURI),
-    # Cross-cell resize (Ussuri and later). The conductor tasks are relied
-    # on for what they do around the compute calls: ConfirmResizeTask sets
-    # old_flavor on the source cell instance before calling the source and
-    # hard-deletes it afterwards; RevertResizeTask calls the destination
-    # with the target cell migration, hard-deletes the target cell records,
-    # then calls the source with the source cell migration.
+    # Cross-cell resize (Ussuri on): the conductor tasks are relied on for
+    # what they do around the compute calls (mixins/cross_cell_*.py).
     declare(
         'cross_cell_confirm',
         'cross-cell confirm (source cell): status, claim drop and '
@@ -202,9 +196,7 @@ FIXES = collections.OrderedDict((fix.name, fix) for fix in (
         applies_from=(_CM + 'revert_snapshot_based_resize_at_dest',
                       '21.0.0'),
         verified={'ussuri': ('21.0.0-21.1.2',)}),
-    # The source keeps counting a reverting instance until
-    # finish_revert_resize has put it back (mixins/source_window.py); no
-    # release closes that window, so there is nothing to recognise.
+    # No release closes the window: nothing to recognise.
     declare(
         'source_window',
         'revert: count the instance on the source, not on the destination, '
@@ -238,10 +230,6 @@ FIXES = collections.OrderedDict((fix.name, fix) for fix in (
             '2025.1': ('31.3.1',),
             '2026.2': ('34.0.0',),
         }),
-    # The source stashes old_flavor in the save that hands the instance to
-    # the destination. The periodic task counts an outgoing migration from
-    # old_flavor; finish_resize on the destination stashes the same flavor
-    # again.
     declare(
         'resize_source_flavor',
         'resize (source): stash old_flavor in the save that moves the '
@@ -266,12 +254,6 @@ FIXES = collections.OrderedDict((fix.name, fix) for fix in (
             'wallaby': ('23.0.0-23.1.0',),
             'xena': ('24.0.0',),
         }),
-    # The destination applies the migration context of an incoming resize,
-    # in memory, before the periodic task counts the node's instances.
-    # Affected Nova's periodic body lists the instances with their
-    # migration context and counts them, without saving, before it reads
-    # the migrations; the mixin counts them once that list is read, as
-    # upstream's fix does. finish_resize applies the context for good.
     declare(
         'incoming_migration_context',
         'resize (destination): count an incoming instance with its '
@@ -285,13 +267,8 @@ FIXES = collections.OrderedDict((fix.name, fix) for fix in (
                    _CM + '_finish_resize'),
         fixed_when=(Does(_RT + 'update_available_resource', 'calls',
                          'apply_migration_context'),),
-        # Tested on 20.6.1, 21.1.0, 21.1.2, 22.3.0, 23.1.0 and 24.0.0;
-        # every function it replaces or relies on is the same code in all
-        # of Train (train-eol included), in 21.0.0-21.2.4 (ussuri-eol
-        # carries upstream's fix), in 22.0.0-22.3.0 and in 23.0.0-24.0.0
-        # (whose periodic body no longer counts orphans). From Victoria on
-        # the periodic task lists 'error' migrations too, and so does the
-        # implementation.
+        # Tested on 20.6.1, 21.1.0, 21.1.2, 22.3.0, 23.1.0 and 24.0.0; each
+        # range ships the same code for every function it needs.
         verified={
             'train': ('20.0.0-20.6.1', '20.6.1+patches', 'train-eol'),
             'ussuri': ('21.0.0-21.2.4', '21.1.0+patches'),
@@ -299,12 +276,8 @@ FIXES = collections.OrderedDict((fix.name, fix) for fix in (
             'wallaby': ('23.0.0-23.1.0',),
             'xena': ('24.0.0',),
         }),
-    # The evacuation's destination moves the instance onto itself, drops
-    # the migration context and marks the migration done under the
-    # tracker's lock. The periodic task reads the node's instances, then
-    # its in-progress migrations. (Instance's remotable
-    # drop_migration_context, called too, is wrapped at run time by
-    # oslo.versionedobjects: the guard cannot fingerprint it live.)
+    # (Instance.drop_migration_context, called too, is wrapped at run time
+    # by oslo.versionedobjects: the guard cannot fingerprint it live.)
     declare(
         'evacuate_under_lock',
         'evacuate (destination): host, node, migration context and status '
@@ -332,10 +305,7 @@ FIXES = collections.OrderedDict((fix.name, fix) for fix in (
             'train': ('20.0.0-20.6.1',),
             'ussuri': ('21.0.0-21.1.2',),
         }),
-    # No release fixes it: the destination of a rolled back live
-    # migration remembers, where it drops its claim, not to count that
-    # migration again. The source's rollback calls it before clearing the
-    # task state and setting its own final status.
+    # No release fixes it: nothing to recognise.
     declare(
         'live_migration_rollback',
         'live migration rollback (destination): the dropped claim stays '
@@ -348,10 +318,8 @@ FIXES = collections.OrderedDict((fix.name, fix) for fix in (
                    _CM + '_get_nodename',
                    _RT + 'drop_move_claim'),
         # Tested on 20.6.1, 21.1.0, 21.1.2, 22.3.0, 23.1.0, 24.0.0, 25.3.0,
-        # 26.2.2 and 31.3.1; releases that ship the same code for every
-        # function the mixin replaces or relies on count too (the support
-        # matrix lists them: 25.3.0 and 26.2.2 ship the code of 24.1.1 to
-        # 29.2.1, 30.0.0 and 31.0.0, Yoga to 2024.1).
+        # 26.2.2 and 31.3.1; identical code elsewhere counts too (the
+        # support matrix lists it).
         verified={
             'train': ('20.6.1',),
             'ussuri': ('21.1.0', '21.1.2'),
@@ -362,11 +330,6 @@ FIXES = collections.OrderedDict((fix.name, fix) for fix in (
             'zed': ('26.2.2',),
             '2025.1': ('31.3.1',),
         }),
-    # The tracker keeps counting a server being unshelved
-    # (SHELVED_OFFLOADED, spawning) on the host that claimed it.
-    # _unshelve_instance sets spawning before the claim and ACTIVE only
-    # after the spawn; the periodic task calls the usage update with the
-    # lock held.
     declare(
         'unshelve_claim',
         'unshelve (destination): keep tracking the server while it spawns '
@@ -378,9 +341,8 @@ FIXES = collections.OrderedDict((fix.name, fix) for fix in (
         relies_on=(_CM + '_unshelve_instance',
                    _RT + 'instance_claim',
                    _STATS + '_extract_state_from_instance'),
-        # The three places that untracked a SHELVED_OFFLOADED server ask
-        # vm_states.allow_resource_removal, which keeps one being spawned.
-        # All three: a partial backport still loses the claim.
+        # All three places ask allow_resource_removal, which keeps a server
+        # being spawned: a partial backport still loses the claim.
         fixed_when=(
             Does(_RT + '_update_usage_from_instances', 'calls',
                  'allow_resource_removal'),
@@ -391,10 +353,7 @@ FIXES = collections.OrderedDict((fix.name, fix) for fix in (
             Does(_VM_STATES + 'allow_resource_removal', 'refers',
                  'SPAWNING')),
         # Tested on 20.6.1, 21.1.0, 21.1.2, 22.3.0, 22.4.0, 23.1.0, 24.0.0
-        # and 25.3.0; other releases that ship the same code for every
-        # function it replaces or relies on are matched by that code
-        # (25.3.0: 24.2.0 to 26.2.1, the last releases before upstream's
-        # fix).
+        # and 25.3.0 (whose code 24.2.0 to 26.2.1 ship too).
         verified={
             'train': ('20.6.1',),
             'ussuri': ('21.1.0', '21.1.2'),
