@@ -103,16 +103,22 @@ def declare(name, summary, kind, replaces, relies_on=(), bugs=(),
                dict(verified or {}))
 
 
-def _under_lock(tracker_method, status_set):
-    """The tracker half of upstream's 1879878 fixes: one critical section.
+def _calls_under_lock(entry, tracker_method):
+    """Upstream's 1879878 fix: one critical section, called from ``entry``.
 
-    The locked tracker method sets the migration's status and drops the
-    claim through the unlocked ``_drop_move_claim``.
+    The manager's ``entry`` calls the tracker's locked ``tracker_method``,
+    which sets the migration's status and drops the claim through the
+    unlocked ``_drop_move_claim``.
     """
-    return (Does(_RT + tracker_method, 'decorated', 'synchronized'),
-            Does(_RT + tracker_method, 'assigns', status_set),
+    return (Does(entry, 'calls', tracker_method),
+            Does(_RT + tracker_method, 'decorated', 'synchronized'),
+            Does(_RT + tracker_method, 'assigns', 'status'),
             Does(_RT + tracker_method, 'calls', '_drop_move_claim'))
 
+
+#: I26b050c4 (Victoria) and I29d6f4a7 (Ussuri 21.1.1)
+_1879878 = dict(kind=CORE, bugs=('1879878',),
+                upstream='I26b050c4 (Victoria), I29d6f4a7 (Ussuri 21.1.1)')
 
 _TRAIN_USSURI = {
     'train': ('20.0.0-20.6.1', 'train-eol'),
@@ -124,62 +130,51 @@ FIXES = collections.OrderedDict((fix.name, fix) for fix in (
         'confirm',
         'confirm (source): status, claim drop and migration context under '
         'COMPUTE_RESOURCE_SEMAPHORE',
-        CORE, bugs=('1879878',), upstream='I26b050c4 (Victoria), '
-        'I29d6f4a7 (Ussuri 21.1.1)',
         replaces=(_CM + '_confirm_resize',),
         relies_on=(_CM + 'confirm_resize',
                    _RT + 'drop_move_claim',
                    _RT + '_update_usage_from_migrations'),
-        # The manager calls the tracker's locked status-and-drop.
-        fixed_when=(Does(_CM + 'confirm_resize', 'calls',
-                         'drop_move_claim_at_source'),) +
-        _under_lock('drop_move_claim_at_source', 'status'),
-        verified=_TRAIN_USSURI),
+        fixed_when=_calls_under_lock(_CM + 'confirm_resize',
+                                     'drop_move_claim_at_source'),
+        verified=_TRAIN_USSURI, **_1879878),
     # train-eol and 21.1.1+ moved finish_revert_resize's body to
     # _finish_revert_resize: relied on, absent where a release lacks it.
     declare(
         'revert',
         'revert (destination): status, claim drop and migration context '
         'under COMPUTE_RESOURCE_SEMAPHORE',
-        CORE, bugs=('1879878',), upstream='I26b050c4 (Victoria), '
-        'I29d6f4a7 (Ussuri 21.1.1)',
         replaces=(_CM + 'revert_resize',),
         relies_on=(_CM + 'finish_revert_resize',
                    _CM + '_finish_revert_resize',
                    _RT + 'drop_move_claim',
                    _RT + '_update_usage_from_migrations',
                    _INSTANCE + 'revert_migration_context'),
-        fixed_when=(Does(_CM + 'revert_resize', 'calls',
-                         'drop_move_claim_at_dest'),) +
-        _under_lock('drop_move_claim_at_dest', 'status'),
-        verified=_TRAIN_USSURI),
+        fixed_when=_calls_under_lock(_CM + 'revert_resize',
+                                     'drop_move_claim_at_dest'),
+        verified=_TRAIN_USSURI, **_1879878),
     # Cross-cell resize (Ussuri on): the conductor tasks are relied on for
     # what they do around the compute calls (mixins/cross_cell_*.py).
     declare(
         'cross_cell_confirm',
         'cross-cell confirm (source cell): status, claim drop and '
         'migration context under COMPUTE_RESOURCE_SEMAPHORE',
-        CORE, bugs=('1879878',), upstream='I26b050c4 (Victoria), '
-        'I29d6f4a7 (Ussuri 21.1.1)',
         replaces=(_CM + '_confirm_snapshot_based_resize_at_source',),
         relies_on=(_CM + 'confirm_snapshot_based_resize_at_source',
                    _RT + 'drop_move_claim',
                    _RT + '_update_usage_from_migrations',
                    _XCELL + 'ConfirmResizeTask._cleanup_source_host',
                    _XCELL + 'ConfirmResizeTask._execute'),
-        fixed_when=(Does(_CM + 'confirm_snapshot_based_resize_at_source',
-                         'calls', 'drop_move_claim_at_source'),) +
-        _under_lock('drop_move_claim_at_source', 'status'),
+        fixed_when=_calls_under_lock(
+            _CM + 'confirm_snapshot_based_resize_at_source',
+            'drop_move_claim_at_source'),
         applies_from=(_CM + 'confirm_snapshot_based_resize_at_source',
                       '21.0.0'),
-        verified={'ussuri': ('21.0.0-21.1.2',)}),
+        verified={'ussuri': ('21.0.0-21.1.2',)}, **_1879878),
     declare(
         'cross_cell_revert',
         'cross-cell revert (target cell): status, claim drop and migration '
         'context under COMPUTE_RESOURCE_SEMAPHORE; stashed flavors kept '
         'until the source is done',
-        CORE, bugs=('1879878',), upstream='I26b050c4 (Victoria), '
-        'I29d6f4a7 (Ussuri 21.1.1)',
         replaces=(_CM + '_revert_snapshot_based_resize_at_dest',
                   _CM + 'finish_revert_snapshot_based_resize_at_source',
                   _CM + '_finish_revert_snapshot_based_resize_at_source'),
@@ -190,12 +185,12 @@ FIXES = collections.OrderedDict((fix.name, fix) for fix in (
                    _INSTANCE + 'revert_migration_context',
                    _XCELL + 'RevertResizeTask._update_instance_in_source_cell',
                    _XCELL + 'RevertResizeTask._execute'),
-        fixed_when=(Does(_CM + 'revert_snapshot_based_resize_at_dest',
-                         'calls', 'drop_move_claim_at_dest'),) +
-        _under_lock('drop_move_claim_at_dest', 'status'),
+        fixed_when=_calls_under_lock(
+            _CM + 'revert_snapshot_based_resize_at_dest',
+            'drop_move_claim_at_dest'),
         applies_from=(_CM + 'revert_snapshot_based_resize_at_dest',
                       '21.0.0'),
-        verified={'ussuri': ('21.0.0-21.1.2',)}),
+        verified={'ussuri': ('21.0.0-21.1.2',)}, **_1879878),
     # No release closes the window: nothing to recognise.
     declare(
         'source_window',
