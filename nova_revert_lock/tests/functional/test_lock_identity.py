@@ -91,8 +91,8 @@ class OtherKindOfLockRaceTest(base.ExtensionFixtureMixin, base.RaceMixin,
             for name in ('drop_move_claim_at_source',
                          'drop_move_claim_at_dest'):
                 self.assertEqual(
-                    self.wrong_lock,
-                    locking.lock_of(tracker_cls.__dict__[name]), name)
+                    repr(self.wrong_lock),
+                    repr(locking.lock_of(tracker_cls.__dict__[name])), name)
 
     def test_confirm_race_shows_with_the_other_lock(self):
         self._raced_confirm()
