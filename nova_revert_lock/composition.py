@@ -32,6 +32,7 @@ from nova_revert_lock.audit import endpoint
 from nova_revert_lock import exception
 from nova_revert_lock import fixes
 from nova_revert_lock import locking
+from nova_revert_lock import sections
 
 LOG = logging.getLogger(__name__)
 
@@ -83,9 +84,31 @@ class TrackerSwap(object):
         return composed
 
 
+class PeriodicObserver(object):
+    """First base of every composed tracker: how each periodic task ended.
+
+    Nova's manager logs what ``update_available_resource`` raises and goes
+    on; :func:`~nova_revert_lock.sections.periodic_ran` keeps it for the
+    status endpoint. It observes, takes no lock and changes nothing.
+    """
+
+    def update_available_resource(self, *args, **kwargs):
+        # (context, nodename, startup=False) in every release
+        nodename = kwargs.get('nodename', args[1] if len(args) > 1 else None)
+        try:
+            result = super(PeriodicObserver, self).update_available_resource(
+                *args, **kwargs)
+        except Exception as e:
+            sections.periodic_ran(nodename, e)
+            raise
+        sections.periodic_ran(nodename)
+        return result
+
+
 def _tracker_subclass(tracker_cls, tracker_mixins, namespace):
     return type('RevertLock%s' % tracker_cls.__name__,
-                tuple(tracker_mixins) + (tracker_cls,), dict(namespace))
+                (PeriodicObserver,) + tuple(tracker_mixins) + (tracker_cls,),
+                dict(namespace))
 
 
 def _check_tracker_class(tracker_cls, guarded):

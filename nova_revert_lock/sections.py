@@ -12,12 +12,15 @@
 
 """Counters of the critical sections this package adds to nova-compute.
 
-Per process, served by the RPC status endpoint (:func:`snapshot`). Not to
-be confused with Nova's ``nova.compute.stats`` (per-node instance counts).
+Per process, served by the RPC status endpoint (:func:`snapshot`), with
+the outcome of each node's latest periodic task (:func:`periodic_ran`).
+Not to be confused with Nova's ``nova.compute.stats`` (per-node instance
+counts).
 """
 
 import collections
 import contextlib
+import datetime
 import threading
 import time
 
@@ -33,6 +36,9 @@ class _Counters(object):
     def reset(self):
         self.entered = 0
         self.errors = 0
+        self.errors_by_kind = {}
+        #: node -> what its latest periodic task did (periodic_ran)
+        self.periodic = {}
         self.max_hold_ms = 0.0
         self.by_kind = {}
         self.max_by_kind = {}
@@ -44,6 +50,8 @@ class _Counters(object):
             self.by_kind[kind] = self.by_kind.get(kind, 0) + 1
             if failed:
                 self.errors += 1
+                self.errors_by_kind[kind] = (
+                    self.errors_by_kind.get(kind, 0) + 1)
             self.max_hold_ms = max(self.max_hold_ms, held_ms)
             self.max_by_kind[kind] = max(self.max_by_kind.get(kind, 0.0),
                                          held_ms)
@@ -67,6 +75,35 @@ def counted(kind):
         failed = False
     finally:
         COUNTERS.record(kind, (time.monotonic() - start) * 1000.0, failed)
+
+
+def _now():
+    return datetime.datetime.utcnow().replace(microsecond=0).isoformat() + 'Z'
+
+
+def periodic_ran(nodename, error=None):
+    """Record that ``nodename``'s periodic task ended, raising ``error``.
+
+    Nova logs the exception and goes on: a node whose every run fails
+    (``CPUPinningInvalid``, say) keeps its books frozen, which only these
+    records show from outside the host.
+    """
+    now = _now()
+    with _LOCK:
+        last = COUNTERS.periodic.get(nodename) or {
+            'runs': 0, 'failed_in_a_row': 0, 'last_ok_at': None}
+        entry = {'runs': last['runs'] + 1, 'at': now,
+                 'last_ok_at': last['last_ok_at']}
+        if error is None:
+            entry.update(outcome='ok', failed_in_a_row=0, error=None,
+                         last_ok_at=now)
+        else:
+            text = str(error).strip().splitlines()
+            entry.update(
+                outcome='failed', failed_in_a_row=last['failed_in_a_row'] + 1,
+                error='%s: %s' % (type(error).__name__, text[0])
+                if text else type(error).__name__)
+        COUNTERS.periodic[nodename] = entry
 
 
 def percentile(values, p):
@@ -97,6 +134,9 @@ def snapshot():
             'critical_sections_by_kind': dict(COUNTERS.by_kind),
             'max_lock_hold_ms': round(COUNTERS.max_hold_ms, 3),
             'critical_section_errors': COUNTERS.errors,
+            'critical_section_errors_by_kind': dict(COUNTERS.errors_by_kind),
+            'periodic_by_node': {node: dict(entry) for node, entry
+                                 in COUNTERS.periodic.items()},
         }
         latest = {kind: list(held) for kind, held in COUNTERS.samples.items()}
         longest = dict(COUNTERS.max_by_kind)

@@ -55,6 +55,10 @@ def status_of(manager):
                          in getattr(report, 'bugs', {}).items()),
         })
     status.update(sections.snapshot())
+    if not hasattr(manager, '_nrl_tracker_for'):
+        # The fix is not composed (status only): nothing observes the
+        # periodic task.
+        status['periodic_by_node'] = None
     return status
 
 

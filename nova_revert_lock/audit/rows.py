@@ -21,7 +21,8 @@ ROW_KEYS = ('host', 'cell', 'reachable', 'state', 'nova_version', 'series',
             'mixins', 'activated_at', 'critical_sections', 'max_lock_hold_ms',
             'critical_section_errors', 'error')
 _EXTRA_KEYS = ('rpc_version', 'missing', 'critical_sections_by_kind',
-               'lock_hold_ms_by_kind', 'bugs')
+               'lock_hold_ms_by_kind', 'bugs',
+               'critical_section_errors_by_kind', 'periodic_by_node')
 
 
 def new_row(host, cell=None, **values):
@@ -55,6 +56,24 @@ def open_bugs(row):
     """The bugs a host reported itself open to, sorted (or [])."""
     return sorted(bug for bug, status in (row.get('bugs') or {}).items()
                   if status == 'open')
+
+
+def periodic(row):
+    """The host's periodic tasks in a few words, or None if unobserved.
+
+    ``ok``; ``not run yet``; or, per failing node, how many runs in a row
+    failed and the error's class (``node1 failing x3 CPUPinningInvalid``).
+    """
+    nodes = row.get('periodic_by_node')
+    if nodes is None:
+        return None
+    if not nodes:
+        return 'not run yet'
+    failing = ['%s failing x%d %s' % (node, entry['failed_in_a_row'],
+                                      (entry['error'] or '').split(':')[0])
+               for node, entry in sorted(nodes.items())
+               if entry.get('outcome') != 'ok']
+    return '; '.join(failing) or 'ok'
 
 
 def one_line(error):

@@ -49,6 +49,7 @@ def format_table(rows):
     columns += [('REACHABLE', 'reachable'), ('STATE', 'state'),
                 ('NOVA', 'nova_version'), ('SERIES', 'series'),
                 ('MIXINS', 'mixins'), ('OPEN TO', audit_rows.open_bugs),
+                ('PERIODIC', audit_rows.periodic),
                 ('SECTIONS', 'critical_sections'),
                 ('MAX HOLD MS', 'max_lock_hold_ms'),
                 ('ERRORS', 'critical_section_errors'), ('NOTE', 'error')]

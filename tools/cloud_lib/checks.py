@@ -282,6 +282,20 @@ def judge_audit(c, rows):
             problems.append('%s runs plain nova-compute but reports %s (%s)'
                             % (h['host'], row.get('state'),
                                row.get('error')))
+        elif h['mode'] == 'wrapper' and row.get('mixins'):
+            # Composed: the endpoint reports each node's latest periodic
+            # task, and on a cloud whose books are right every one is ok.
+            nodes = row.get('periodic_by_node')
+            if not nodes:
+                problems.append('%s reports no periodic task (%r)' % (
+                    h['host'], nodes))
+            for node, entry in sorted((nodes or {}).items()):
+                if entry.get('outcome') != 'ok':
+                    problems.append(
+                        "%s: node %s's periodic task failed %d time(s) in "
+                        "a row: %s" % (h['host'], node,
+                                       entry.get('failed_in_a_row'),
+                                       entry.get('error')))
     extra = set(by_host) - {h['host'] for h in c.computes()}
     if extra:
         problems.append('rows for unknown hosts: %s' % sorted(
@@ -291,9 +305,13 @@ def judge_audit(c, rows):
 
 def print_holds(rows):
     for r in rows:
-        print('  %-14s %-9s sections %-5s max hold %s ms %s' % (
+        nodes = r.get('periodic_by_node')
+        periodic = '-' if nodes is None else ','.join(
+            '%s:%s' % (n, e.get('outcome')) for n, e in sorted(
+                nodes.items())) or 'not run yet'
+        print('  %-14s %-9s sections %-5s max hold %s ms periodic %s %s' % (
             r.get('host'), r.get('state') or '-',
-            r.get('critical_sections'), r.get('max_lock_hold_ms'),
+            r.get('critical_sections'), r.get('max_lock_hold_ms'), periodic,
             (r.get('error') or '')[:60]))
     lines = lockholds.extension_table(rows)
     if lines:

@@ -19,6 +19,7 @@ ask it over Nova's own (fake) transport with the client the command uses.
 
 import fixtures
 from nova import conf as nova_conf
+from nova import exception as nova_exception
 from nova import rpc as nova_rpc
 from nova.tests.functional import integrated_helpers
 
@@ -105,6 +106,45 @@ class StatusEndpointTest(base.ExtensionFixtureMixin, base.RaceMixin,
         # the other compute answers too, on its own
         self.assertEqual('host2', self.api.get_status(
             self.ctxt, 'host2')['host'])
+
+    def test_periodic_outcome_of_each_node(self):
+        # Nova logs what a node's periodic task raises and goes on; the
+        # endpoint says how each node's latest run ended.
+        manager = self.computes['host1'].manager
+        if not hasattr(manager, '_nrl_tracker_for'):
+            # nothing composed on this Nova: nothing observes the task
+            self.assertIsNone(self.api.get_status(
+                self.ctxt, 'host1')['periodic_by_node'])
+            return
+        self.run_periodic('host1')
+        node = self.api.get_status(self.ctxt, 'host1')['periodic_by_node'][
+            'host1']
+        self.assertEqual(('ok', 0, None), (
+            node['outcome'], node['failed_in_a_row'], node['error']))
+        runs = node['runs']
+        frozen = fixtures.MockPatchObject(
+            manager.driver, 'get_available_resource',
+            side_effect=nova_exception.CPUPinningInvalid(requested=[1],
+                                                         available=[0]))
+        with frozen:
+            self.run_periodic('host1')
+            self.run_periodic('host1')
+        status = self.api.get_status(self.ctxt, 'host1')
+        node = status['periodic_by_node']['host1']
+        self.assertEqual(('failed', 2, runs + 2), (
+            node['outcome'], node['failed_in_a_row'], node['runs']))
+        self.assertTrue(node['error'].startswith(
+            'CPUPinningInvalid: CPU set to pin [1] must be a subset'),
+            node['error'])
+        row = rows.row_from_status(targets.Target('host1'), status)
+        self.assertEqual('host1 failing x2 CPUPinningInvalid',
+                         rows.periodic(row))
+        self.run_periodic('host1')
+        node = self.api.get_status(self.ctxt, 'host1')['periodic_by_node'][
+            'host1']
+        self.assertEqual(('ok', 0, None), (
+            node['outcome'], node['failed_in_a_row'], node['error']))
+        self.assertEqual(node['at'], node['last_ok_at'])
 
     def test_all_finds_every_compute_of_every_cell(self):
         # What `nova-revert-lock status --all` does after reading the

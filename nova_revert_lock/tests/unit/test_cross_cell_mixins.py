@@ -95,8 +95,8 @@ class ComposeTest(testtools.TestCase):
                                       applied, lock)
         tracker = guard_helpers.composed_tracker(manager)
         self.assertEqual(
-            (confirm.SourceClaimDropTracker, revert.DestClaimDropTracker,
-             resource_tracker.ResourceTracker),
+            (composition.PeriodicObserver, confirm.SourceClaimDropTracker,
+             revert.DestClaimDropTracker, resource_tracker.ResourceTracker),
             tracker.__bases__)
         # The cross-cell manager mixins come after the same-cell ones.
         self.assertEqual(

@@ -22,6 +22,7 @@ import testtools
 
 from nova_revert_lock.audit import client
 from nova_revert_lock.audit import endpoint
+from nova_revert_lock import composition
 from nova_revert_lock import sections
 
 
@@ -129,7 +130,10 @@ class TestStatusEndpoint(testtools.TestCase):
             'critical_sections_by_kind': {},
             'max_lock_hold_ms': 0.0,
             'critical_section_errors': 0,
+            'critical_section_errors_by_kind': {},
             'lock_hold_ms_by_kind': {},
+            # a manager without the composed tracker observes no periodic
+            'periodic_by_node': None,
         }, status)
         self.assertEqual(status, json.loads(json.dumps(status)))
 
@@ -155,6 +159,8 @@ class TestStatusEndpoint(testtools.TestCase):
         self.assertEqual({'confirm': 1, 'revert': 1},
                          status['critical_sections_by_kind'])
         self.assertEqual(1, status['critical_section_errors'])
+        self.assertEqual({'revert': 1},
+                         status['critical_section_errors_by_kind'])
         self.assertGreaterEqual(status['max_lock_hold_ms'], 0.0)
         self.assertEqual({'confirm', 'revert'},
                          set(status['lock_hold_ms_by_kind']))
@@ -171,6 +177,51 @@ class TestStatusEndpoint(testtools.TestCase):
                           'max': 2000.0}, holds['confirm'])
         self.assertEqual({'n': 1, 'p50': 7.0, 'p99': 7.0, 'max': 7.0},
                          holds['revert'])
+
+    def test_periodic_outcome_per_node(self):
+        sections.periodic_ran('node1')
+        for _ in range(3):
+            sections.periodic_ran('node2', ValueError('CPU set to unpin\n'
+                                                      '[1] must be a subset'))
+        periodic = sections.snapshot()['periodic_by_node']
+        self.assertEqual(
+            {'outcome': 'ok', 'runs': 1, 'failed_in_a_row': 0, 'error': None},
+            {k: periodic['node1'][k]
+             for k in ('outcome', 'runs', 'failed_in_a_row', 'error')})
+        self.assertEqual(periodic['node1']['at'],
+                         periodic['node1']['last_ok_at'])
+        node2 = periodic['node2']
+        self.assertEqual(('failed', 3, 3, None), (
+            node2['outcome'], node2['runs'], node2['failed_in_a_row'],
+            node2['last_ok_at']))
+        self.assertEqual('ValueError: CPU set to unpin', node2['error'])
+        # A run that ends well starts the count again.
+        sections.periodic_ran('node2')
+        node2 = sections.snapshot()['periodic_by_node']['node2']
+        self.assertEqual(('ok', 4, 0, None), (
+            node2['outcome'], node2['runs'], node2['failed_in_a_row'],
+            node2['error']))
+
+    def test_observer_records_each_run_and_raises_as_before(self):
+        class Tracker(object):
+            def update_available_resource(self, context, nodename,
+                                          startup=False):
+                if nodename == 'frozen':
+                    raise RuntimeError('books frozen')
+                return startup
+
+        tracker = type('Composed', (composition.PeriodicObserver, Tracker),
+                       {})()
+        self.assertTrue(tracker.update_available_resource(
+            None, 'node1', startup=True))
+        self.assertRaises(RuntimeError, tracker.update_available_resource,
+                          None, 'frozen')
+        tracker.update_available_resource(None, nodename='node2')
+        periodic = sections.snapshot()['periodic_by_node']
+        self.assertEqual({'node1': 'ok', 'frozen': 'failed', 'node2': 'ok'},
+                         {n: e['outcome'] for n, e in periodic.items()})
+        self.assertEqual('RuntimeError: books frozen',
+                         periodic['frozen']['error'])
 
     def test_percentile_is_nearest_rank(self):
         self.assertIsNone(sections.percentile([], 50))

@@ -143,8 +143,9 @@ class TestStatusCommand(CommandMixin, test_rpc.FakeTransportMixin,
         self.assertEqual(1, code)
         out = self.stdout.getvalue().splitlines()
         self.assertEqual(['HOST', 'REACHABLE', 'STATE', 'NOVA', 'SERIES',
-                          'MIXINS', 'OPEN', 'TO', 'SECTIONS', 'MAX', 'HOLD',
-                          'MS', 'ERRORS', 'NOTE'], out[0].split())
+                          'MIXINS', 'OPEN', 'TO', 'PERIODIC', 'SECTIONS',
+                          'MAX', 'HOLD', 'MS', 'ERRORS', 'NOTE'],
+                         out[0].split())
         self.assertTrue(out[1].startswith('host1 '), out)
         self.assertIn('patched', out[1])
         self.assertIn('confirm,revert', out[1])
