@@ -95,6 +95,7 @@ class PeriodicObserver(object):
     def update_available_resource(self, *args, **kwargs):
         # (context, nodename, startup=False) in every release
         nodename = kwargs.get('nodename', args[1] if len(args) > 1 else None)
+        sections.periodic_started(nodename)
         try:
             result = super(PeriodicObserver, self).update_available_resource(
                 *args, **kwargs)

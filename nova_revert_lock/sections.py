@@ -81,6 +81,20 @@ def _now():
     return datetime.datetime.utcnow().replace(microsecond=0).isoformat() + 'Z'
 
 
+def periodic_started(nodename):
+    """Record that ``nodename``'s periodic task started (``running_since``).
+
+    A run that hangs (on a conductor or a database that does not answer)
+    never ends: the time it started tells it from one that ended well.
+    """
+    now = _now()
+    with _LOCK:
+        entry = COUNTERS.periodic.setdefault(nodename, {
+            'outcome': None, 'at': None, 'error': None, 'runs': 0,
+            'failed_in_a_row': 0, 'last_ok_at': None})
+        entry['running_since'] = now
+
+
 def periodic_ran(nodename, error=None):
     """Record that ``nodename``'s periodic task ended, raising ``error``.
 
@@ -93,7 +107,7 @@ def periodic_ran(nodename, error=None):
         last = COUNTERS.periodic.get(nodename) or {
             'runs': 0, 'failed_in_a_row': 0, 'last_ok_at': None}
         entry = {'runs': last['runs'] + 1, 'at': now,
-                 'last_ok_at': last['last_ok_at']}
+                 'last_ok_at': last['last_ok_at'], 'running_since': None}
         if error is None:
             entry.update(outcome='ok', failed_in_a_row=0, error=None,
                          last_ok_at=now)

@@ -61,19 +61,26 @@ def open_bugs(row):
 def periodic(row):
     """The host's periodic tasks in a few words, or None if unobserved.
 
-    ``ok``; ``not run yet``; or, per failing node, how many runs in a row
-    failed and the error's class (``node1 failing x3 CPUPinningInvalid``).
+    ``ok``; ``not run yet``; or, per node whose latest run failed, how many
+    runs in a row did and the error's class (``node1 failing x3
+    CPUPinningInvalid``), per node whose first run has not ended, since
+    when.
     """
     nodes = row.get('periodic_by_node')
     if nodes is None:
         return None
     if not nodes:
         return 'not run yet'
-    failing = ['%s failing x%d %s' % (node, entry['failed_in_a_row'],
-                                      (entry['error'] or '').split(':')[0])
-               for node, entry in sorted(nodes.items())
-               if entry.get('outcome') != 'ok']
-    return '; '.join(failing) or 'ok'
+    notes = []
+    for node, entry in sorted(nodes.items()):
+        if entry.get('outcome') == 'failed':
+            notes.append('%s failing x%d %s' % (
+                node, entry['failed_in_a_row'],
+                (entry['error'] or '').split(':')[0]))
+        elif entry.get('outcome') is None:
+            notes.append('%s first run since %s' % (
+                node, entry.get('running_since')))
+    return '; '.join(notes) or 'ok'
 
 
 def one_line(error):

@@ -191,11 +191,21 @@ class TestStatusEndpoint(testtools.TestCase):
         self.assertEqual(periodic['node1']['at'],
                          periodic['node1']['last_ok_at'])
         node2 = periodic['node2']
-        self.assertEqual(('failed', 3, 3, None), (
+        self.assertEqual(('failed', 3, 3, None, None), (
             node2['outcome'], node2['runs'], node2['failed_in_a_row'],
-            node2['last_ok_at']))
+            node2['last_ok_at'], node2['running_since']))
         self.assertEqual('ValueError: CPU set to unpin', node2['error'])
-        # A run that ends well starts the count again.
+        # A run under way says since when; one that ends well starts the
+        # count again.
+        sections.periodic_started('node2')
+        self.assertIsNotNone(
+            sections.snapshot()['periodic_by_node']['node2']['running_since'])
+        self.assertEqual('failed', sections.snapshot()['periodic_by_node'][
+            'node2']['outcome'])
+        sections.periodic_started('node3')
+        self.assertEqual(
+            (None, 0), tuple(sections.snapshot()['periodic_by_node'][
+                'node3'][k] for k in ('outcome', 'runs')))
         sections.periodic_ran('node2')
         node2 = sections.snapshot()['periodic_by_node']['node2']
         self.assertEqual(('ok', 4, 0, None), (
