@@ -24,6 +24,8 @@ import datetime
 import threading
 import time
 
+from nova_revert_lock.audit import rows
+
 _LOCK = threading.Lock()
 #: the latest hold times kept per kind of section, for the percentiles
 _HOLD_SAMPLES = 1024
@@ -114,11 +116,9 @@ def periodic_ran(nodename, error=None):
             entry.update(outcome='ok', failed_in_a_row=0, error=None,
                          last_ok_at=now)
         else:
-            text = str(error).strip().splitlines()
             entry.update(
                 outcome='failed', failed_in_a_row=last['failed_in_a_row'] + 1,
-                error='%s: %s' % (type(error).__name__, text[0])
-                if text else type(error).__name__)
+                error=rows.one_line(error))
         COUNTERS.periodic[nodename] = entry
 
 
