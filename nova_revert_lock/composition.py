@@ -14,7 +14,8 @@
 
 :func:`compose` builds, for the mixins the guard admitted::
 
-    RevertLockResourceTracker(<tracker mixins>..., ResourceTracker)
+    RevertLockResourceTracker(PeriodicObserver, <tracker mixins>...,
+                              ResourceTracker)
     RevertLockComputeManager(<manager mixins>..., TrackerSwap,
                              StatusEndpointMixin, <manager>)
 
