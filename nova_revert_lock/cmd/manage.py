@@ -24,6 +24,7 @@ import sys
 from oslo_config import cfg
 
 from nova_revert_lock.cmd import common
+from nova_revert_lock.cmd import damage
 from nova_revert_lock.cmd import status
 from nova_revert_lock.guard import fingerprints
 from nova_revert_lock import report as nrl_report
@@ -161,6 +162,7 @@ def build_parser():
     check.set_defaults(func=cmd_check)
 
     status.add_parser(sub)
+    damage.add_parser(sub)
 
     support = sub.add_parser(
         'support-matrix',

@@ -1,0 +1,406 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""What the races already did to a cloud, and how to repair it.
+
+Read-only: the API and cell databases through Nova's objects, placement
+through ``nova-manage placement audit`` without ``--delete`` (the release's
+own audit, where it has one), and the status endpoints of the hosts that
+run the wrapper. The operator runs the repairs; nothing here writes.
+
+Each finding is a dict: ``kind``, ``cell``, ``host``, ``node``,
+``server``, ``migration``, ``bug`` (the likely one, or None), ``detail``
+and ``repair`` (commands, in the order to run them).
+"""
+
+import datetime
+import os
+import re
+import subprocess
+import sys
+
+from nova_revert_lock.audit import query
+from nova_revert_lock.audit import rows as audit_rows
+from nova_revert_lock.audit import targets as audit_targets
+
+ERROR_SERVER = 'server-in-error'
+PERIODIC_FAILING = 'periodic-failing'
+SHARED_PCPU = 'shared-pcpu'
+BOOKS_WRONG = 'pinned-books-wrong'
+ORPHANED_ALLOCATION = 'orphaned-allocation'
+STALE_MIGRATION = 'stale-migration'
+#: in the order their repairs run
+KINDS = (PERIODIC_FAILING, SHARED_PCPU, ERROR_SERVER, BOOKS_WRONG,
+         STALE_MIGRATION, ORPHANED_ALLOCATION)
+
+#: the family's symptoms, as Nova words them in an instance fault
+SYMPTOMS = (
+    ('CPUUnpinningInvalid',
+     re.compile(r'CPUUnpinningInvalid|must be a subset of pinned CPU set')),
+    ('CPUPinningInvalid',
+     re.compile(r'CPUPinningInvalid|must be a subset of free CPU set')),
+    ('negative usage', re.compile(r'\bnegative\b', re.IGNORECASE)),
+)
+#: the instance action a symptom was raised in -> the likely bug
+BUG_BY_ACTION = {
+    'confirmResize': '1879878', 'revertResize': '1879878',
+    'resize': '1953359', 'migrate': '1953359',
+    'evacuate': '1896463', 'live-migration': '1894095',
+    'unshelve': '2025480',
+}
+#: migrations still under way (every other status is final)
+IN_PROGRESS = ('queued', 'accepted', 'preparing', 'pre-migrating',
+               'migrating', 'post-migrating', 'running', 'finished',
+               'confirming', 'reverting')
+_AUDIT_LINE = re.compile(
+    r'Allocations for consumer UUID (?P<consumer>\S+) on Resource Provider '
+    r'(?P<provider>\S+) can be deleted: (?P<allocations>.*)')
+
+STATUS_FIRST = 'nova-revert-lock status --all'
+
+
+def finding(kind, detail, repair, cell=None, host=None, node=None,
+            server=None, migration=None, bug=None):
+    return {'kind': kind, 'cell': cell, 'host': host, 'node': node,
+            'server': server, 'migration': migration, 'bug': bug,
+            'detail': detail, 'repair': list(repair)}
+
+
+class Report(object):
+    """Findings, and what could not be read (so is not known clean)."""
+
+    def __init__(self):
+        self.findings = []
+        self.unreadable = []
+        self.checked = []
+
+    def add(self, *args, **kwargs):
+        self.findings.append(finding(*args, **kwargs))
+
+    def cannot_read(self, what, error):
+        self.unreadable.append({'what': what,
+                                'error': audit_rows.one_line(error)})
+
+    def repair_steps(self):
+        """Every finding's repair once, in the order to run them."""
+        if not self.findings:
+            return []
+        steps = [STATUS_FIRST]
+        for kind in KINDS:
+            for item in self.findings:
+                if item['kind'] != kind:
+                    continue
+                for step in item['repair']:
+                    if step not in steps:
+                        steps.append(step)
+        return steps
+
+    def as_dict(self):
+        return {'findings': sorted(self.findings, key=_order),
+                'unreadable': self.unreadable, 'checked': self.checked,
+                'repair': self.repair_steps()}
+
+
+def _order(item):
+    return (KINDS.index(item['kind']), item['cell'] or '', item['host'] or '',
+            item['server'] or '')
+
+
+def symptom(fault):
+    """The family's symptom a fault's message names, or None."""
+    text = '%s\n%s' % (getattr(fault, 'message', '') or '',
+                       getattr(fault, 'details', '') or '')
+    for name, pattern in SYMPTOMS:
+        if pattern.search(text):
+            return name
+    return None
+
+
+def pinned_cpus(numa_topology):
+    """The host CPUs an instance's NUMA topology holds (a set)."""
+    cpus = set()
+    for cell in getattr(numa_topology, 'cells', None) or ():
+        if cell.obj_attr_is_set('cpu_pinning_raw') and cell.cpu_pinning:
+            cpus.update(cell.cpu_pinning.values())
+        if (cell.obj_attr_is_set('cpuset_reserved') and
+                cell.cpuset_reserved):
+            cpus.update(cell.cpuset_reserved)
+    return cpus
+
+
+def _age(now, record):
+    when = record.updated_at or record.created_at
+    if when is None:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.timezone.utc)
+    return (now - when).total_seconds()
+
+
+def _migrate_and_confirm(server):
+    return ['openstack server migrate --wait %s' % server,
+            'openstack server resize confirm %s' % server]
+
+
+def check_cell(report, cell, ctxt, now, migration_age):
+    """Findings from one cell's database; returns its compute services."""
+    from nova import objects
+
+    services = objects.ServiceList.get_by_binary(
+        ctxt, 'nova-compute', include_disabled=True)
+    instances = objects.InstanceList.get_by_filters(
+        ctxt, {'deleted': False}, expected_attrs=['fault', 'numa_topology'])
+    moving = objects.MigrationList.get_by_filters(
+        ctxt, {'status': list(IN_PROGRESS)})
+    nodes = objects.ComputeNodeList.get_all(ctxt)
+    report.checked.append('cell %s: %d server(s), %d compute node(s), %d '
+                          'move(s) under way' % (cell, len(instances),
+                                                 len(nodes), len(moving)))
+
+    for instance in instances:
+        if instance.vm_state == 'error' and instance.fault is not None:
+            _error_server(report, cell, ctxt, instance)
+
+    busy = set()
+    for migration in moving:
+        busy.update([(migration.source_compute, migration.source_node),
+                     (migration.dest_compute, migration.dest_node)])
+        age = _age(now, migration)
+        if age is None or age < migration_age:
+            continue
+        if migration.status == 'finished':
+            repair = ['openstack server resize confirm %s  # or: openstack '
+                      'server resize revert %s' % ((migration.instance_uuid,)
+                                                   * 2)]
+        else:
+            repair = ['openstack server set --state active %s'
+                      % migration.instance_uuid,
+                      'restart nova-compute on %s (it errors out the moves '
+                      'a restart interrupted)' % migration.source_compute]
+        report.add(STALE_MIGRATION,
+                   '%s migration %s for %d s' % (
+                       migration.migration_type, migration.status, age),
+                   repair, cell=cell, host=migration.source_compute,
+                   server=migration.instance_uuid, migration=migration.uuid)
+
+    by_node = {}
+    for instance in instances:
+        cpus = pinned_cpus(instance.numa_topology)
+        if cpus and instance.host:
+            by_node.setdefault((instance.host, instance.node), []).append(
+                (instance, cpus))
+    for (host, node), held in sorted(by_node.items()):
+        _shared_pcpus(report, cell, host, node, held)
+    for compute in nodes:
+        key = (compute.host, compute.hypervisor_hostname)
+        if key in busy or any(i.task_state for i, _c in by_node.get(key, ())):
+            continue
+        _books(report, cell, compute, by_node.get(key, ()))
+    return services
+
+
+def _error_server(report, cell, ctxt, instance):
+    from nova import objects
+
+    name = symptom(instance.fault)
+    if name is None:
+        return
+    action = None
+    actions = objects.InstanceActionList.get_by_instance_uuid(
+        ctxt, instance.uuid)
+    if actions:
+        action = sorted(actions, key=lambda a: a.start_time)[-1].action
+    migrations = objects.MigrationList.get_by_filters(
+        ctxt, {'instance_uuid': instance.uuid})
+    last = sorted(migrations, key=lambda m: m.created_at)[-1] if (
+        migrations) else None
+    detail = '%s in %s: %s' % (name, action or 'unknown action',
+                               instance.fault.message)
+    if last is not None:
+        detail += ' (last move: %s %s, %s -> %s)' % (
+            last.migration_type, last.status, last.source_compute,
+            last.dest_compute)
+    report.add(ERROR_SERVER, detail,
+               ['openstack server set --state active %s' % instance.uuid]
+               + _migrate_and_confirm(instance.uuid),
+               cell=cell, host=instance.host, node=instance.node,
+               server=instance.uuid,
+               migration=last.uuid if last is not None else None,
+               bug=BUG_BY_ACTION.get(action))
+
+
+def _shared_pcpus(report, cell, host, node, held):
+    owners = {}
+    for instance, cpus in held:
+        for cpu in cpus:
+            owners.setdefault(cpu, []).append(instance.uuid)
+    shared = {}
+    for cpu, servers in owners.items():
+        if len(servers) > 1:
+            shared.setdefault(tuple(sorted(servers)), []).append(cpu)
+    for servers, cpus in sorted(shared.items()):
+        report.add(SHARED_PCPU,
+                   'dedicated CPU(s) %s pinned by %d servers: %s' % (
+                       sorted(cpus), len(servers), ', '.join(servers)),
+                   _migrate_and_confirm(servers[-1]),
+                   cell=cell, host=host, node=node, server=servers[-1],
+                   bug='1879878')
+
+
+def _books(report, cell, compute, held):
+    from nova import objects
+
+    if not compute.numa_topology:
+        return
+    topology = objects.NUMATopology.obj_from_db_obj(compute.numa_topology)
+    books = set()
+    for numa_cell in topology.cells:
+        books.update(numa_cell.pinned_cpus or ())
+    guests = set()
+    for _instance, cpus in held:
+        guests.update(cpus)
+    if books == guests:
+        return
+    notes = []
+    if guests - books:
+        notes.append('pinned by servers but free in the books: %s'
+                     % sorted(guests - books))
+    if books - guests:
+        notes.append('pinned in the books, held by no server: %s'
+                     % sorted(books - guests))
+    report.add(BOOKS_WRONG,
+               'the node\'s NUMA books are frozen (%s); its periodic task '
+               'has not rebuilt them, last saved %s' % (
+                   '; '.join(notes), compute.updated_at),
+               ['restart nova-compute on %s' % compute.host],
+               cell=cell, host=compute.host,
+               node=compute.hypervisor_hostname)
+
+
+def check_periodic(report, status_rows):
+    """Findings from the status endpoints: failing periodic tasks."""
+    answered = 0
+    for row in status_rows:
+        nodes = row.get('periodic_by_node')
+        if nodes is None:
+            continue
+        answered += 1
+        for node, entry in sorted(nodes.items()):
+            if entry.get('outcome') != 'failed':
+                continue
+            error = entry.get('error') or ''
+            report.add(
+                PERIODIC_FAILING,
+                '%d run(s) in a row failed, last at %s: %s; last good run %s'
+                % (entry.get('failed_in_a_row') or 0, entry.get('at'), error,
+                   entry.get('last_ok_at') or 'never'),
+                ['restart nova-compute on %s once the servers sharing its '
+                 'CPUs are moved' % row['host']],
+                cell=row.get('cell'), host=row['host'], node=node,
+                bug='1879878' if 'Pinning' in error else None)
+    report.checked.append('status endpoints: %d of %d host(s) report their '
+                          'periodic task' % (answered, len(status_rows)))
+
+
+def nova_manage():
+    """The nova-manage of the Nova this Python runs."""
+    here = os.path.join(os.path.dirname(sys.executable), 'nova-manage')
+    return here if os.path.exists(here) else 'nova-manage'
+
+
+def has_placement_audit():
+    from nova.cmd import manage
+    return hasattr(manage.PlacementCommands, 'audit')
+
+
+def check_placement(report, config_files, timeout):
+    """``nova-manage placement audit --verbose`` (never ``--delete``)."""
+    if not has_placement_audit():
+        report.cannot_read('placement allocations', RuntimeError(
+            'this release\'s nova-manage has no placement audit (Ussuri '
+            'brought it); not checked'))
+        return
+    command = [nova_manage()]
+    for path in config_files or ():
+        command += ['--config-file', path]
+    command += ['placement', 'audit', '--verbose']
+    try:
+        done = subprocess.run(command, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, timeout=timeout,
+                              universal_newlines=True)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        report.cannot_read('placement allocations', e)
+        return
+    if done.returncode not in (0, 3):
+        report.cannot_read('placement allocations', RuntimeError(
+            '%s exited %d: %s' % (' '.join(command[:1] + command[-3:]),
+                                  done.returncode,
+                                  done.stdout.strip()[-300:])))
+        return
+    found = 0
+    for line in done.stdout.splitlines():
+        match = _AUDIT_LINE.search(line)
+        if match:
+            found += 1
+            report.add(ORPHANED_ALLOCATION,
+                       'placement allocations of %s on provider %s, which '
+                       'is no server there and no move under way: %s' % (
+                           match.group('consumer'),
+                           match.group('provider'),
+                           match.group('allocations')),
+                       ['nova-manage placement audit --verbose --delete '
+                        '--resource_provider %s' % match.group('provider')],
+                       server=match.group('consumer'))
+    report.checked.append('placement: nova-manage placement audit, %d '
+                          'orphaned allocation(s)' % found)
+
+
+def collect(config_files, timeout=10.0, migration_age=3600.0,
+            placement_timeout=300.0, now=None):
+    """The damage report of the cloud the configuration files describe."""
+    from nova import context as nova_context
+    from nova import objects
+    from oslo_db import exception as db_exc
+
+    conf = audit_targets.load_nova_config(config_files)
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    report = Report()
+    ctxt = nova_context.get_admin_context()
+    try:
+        cells = objects.CellMappingList.get_all(ctxt)
+    except (db_exc.DBError, ValueError, KeyError) as e:
+        raise audit_targets.UsageError(
+            'cannot read the cell mappings from [api_database] '
+            'connection: %s' % audit_rows.one_line(e))
+    targets = []
+    for cell in cells:
+        if cell.is_cell0():
+            continue
+        name = cell.name or cell.uuid
+        try:
+            with nova_context.target_cell(ctxt, cell) as cctxt:
+                services = check_cell(report, name, cctxt, now,
+                                      migration_age)
+        except Exception as e:  # noqa: BLE001 - reported, the rest goes on
+            report.cannot_read('cell %s database' % name, e)
+            continue
+        try:
+            url = cell.transport_url
+        except Exception as e:  # noqa: BLE001 - reported
+            report.cannot_read('cell %s transport_url' % name, e)
+            continue
+        targets += [audit_targets.Target(s.host, name, url)
+                    for s in sorted(services, key=lambda s: s.host)]
+    check_periodic(report, query.query(conf, targets, timeout)
+                   if targets else [])
+    check_placement(report, config_files, placement_timeout)
+    return report

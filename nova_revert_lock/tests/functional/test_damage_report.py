@@ -1,0 +1,121 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The damage report on damage a real race made, and after its repair.
+
+The race is the source window's, with dedicated CPUs, on Nova's libvirt
+framework (``test_source_window_pinning``): on plain Nova it leaves two
+servers pinned to the same pCPUs and the source's periodic task failing.
+The report reads the cell database as the command does; the repair it
+prints (migrate one of the two away, confirm) is then run through the API,
+and the report must come back clean. With the extension the same race
+leaves nothing to report.
+"""
+
+import datetime
+from unittest import mock
+
+from nova import exception
+
+from nova_revert_lock.audit import damage
+from nova_revert_lock.tests.functional import test_source_window
+from nova_revert_lock.tests.functional import test_source_window_pinning
+
+SOURCE = test_source_window_pinning.SOURCE
+DEST = test_source_window_pinning.DEST
+
+
+class _DamageBase(test_source_window_pinning._PinningWindowBase):
+
+    def report(self):
+        report = damage.Report()
+        damage.check_cell(report, 'cell1', self.ctxt,
+                          datetime.datetime.now(datetime.timezone.utc),
+                          migration_age=3600)
+        return report
+
+    def kinds(self, report):
+        return sorted(item['kind'] for item in report.findings)
+
+
+class DamageReportCanary(_DamageBase):
+    """Plain Nova: the race's damage is found, and the repair clears it."""
+
+    extension = False
+
+    def setUp(self):
+        if test_source_window.window_fixed_upstream():
+            self.skipTest('the installed Nova closes the source window')
+        super(DamageReportCanary, self).setUp()
+
+    def test_shared_pcpus_found_then_repaired(self):
+        self.assertEqual([], self.report().findings)
+        pcpus_a, pcpus_b = self._pinned_server_in_window()
+        self.assertEqual(pcpus_a, pcpus_b)
+        self.assertRaises(exception.CPUPinningInvalid,
+                          self._periodic, SOURCE)
+
+        report = self.report()
+        self.assertEqual([damage.SHARED_PCPU], self.kinds(report))
+        (shared,) = report.findings
+        self.assertEqual((SOURCE, '1879878'),
+                         (shared['host'], shared['bug']))
+        self.assertIn(str(sorted(pcpus_a)), shared['detail'])
+        server = shared['server']
+        self.assertEqual(
+            [damage.STATUS_FIRST,
+             'openstack server migrate --wait %s' % server,
+             'openstack server resize confirm %s' % server],
+            report.repair_steps())
+
+        # The repair, as the report says it.
+        with mock.patch('nova.virt.libvirt.driver.LibvirtDriver.'
+                        'migrate_disk_and_power_off', return_value='{}'):
+            self.api.post_server_action(server, {'migrate': None})
+            self._wait(server, 'VERIFY_RESIZE')
+        self.api.post_server_action(server, {'confirmResize': None})
+        self._wait(server, 'ACTIVE')
+        self._periodic(SOURCE)
+        self._periodic(DEST)
+        self.assertEqual([], self.report().findings)
+
+
+class DamageReportTest(_DamageBase):
+    """The extension: the same race leaves nothing to report."""
+
+    def test_no_damage_after_the_race(self):
+        pcpus_a, pcpus_b = self._pinned_server_in_window()
+        self.assertEqual(set(), pcpus_a & pcpus_b)
+        self._periodic(SOURCE)
+        self._periodic(DEST)
+        report = self.report()
+        self.assertEqual([], report.findings)
+        self.assertEqual([], report.repair_steps())
+
+    def test_unconfirmed_resize_once_old(self):
+        server = self._boot('nrl-a', self.flavor_a, SOURCE)
+        with mock.patch('nova.virt.libvirt.driver.LibvirtDriver.'
+                        'migrate_disk_and_power_off', return_value='{}'):
+            self.api.post_server_action(
+                server['id'], {'resize': {'flavorRef': self.flavor_b}})
+            self._wait(server['id'], 'VERIFY_RESIZE')
+        # A resize left unconfirmed counts only once it is old.
+        self.assertEqual([], self.report().findings)
+        report = damage.Report()
+        later = (datetime.datetime.now(datetime.timezone.utc) +
+                 datetime.timedelta(hours=2))
+        damage.check_cell(report, 'cell1', self.ctxt, later, 3600)
+        (stale,) = report.findings
+        self.assertEqual((damage.STALE_MIGRATION, server['id']),
+                         (stale['kind'], stale['server']))
+        self.assertIn('resize confirm %s' % server['id'],
+                      stale['repair'][0])
