@@ -10,16 +10,17 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""What a mixin is, and how the guard decides whether it may apply.
+"""What a mixin is, and the code several mixins share.
 
 A mixin is its fix's declaration (:data:`nova_revert_lock.fixes.FIXES`)
-plus the classes that implement it: a :class:`MixinSpec`, which the
-stevedore namespace ``nova_revert_lock.compute_mixins`` names. The guard
+plus the classes that implement it: a :class:`MixinSpec`. The guard
 (:mod:`nova_revert_lock.guard`) checks the live Nova against the
 declaration; this module imports it, never the other way round.
 """
 
 import inspect
+
+from nova.objects import base as obj_base
 
 from nova_revert_lock import fixes
 from nova_revert_lock.guard import decision
@@ -32,12 +33,10 @@ _DECLARED = object()
 class Implementation(object):
     """The classes one mixin contributes for one series.
 
-    :ivar manager: mixin class placed before Nova's ``ComputeManager``, or
-        None where the tracker does all the work
-    :ivar tracker: mixin class placed before Nova's ``ResourceTracker``
-        in the composed manager's tracker subclass, or None. Methods
-        marked with :func:`~nova_revert_lock.locking.\
-under_compute_resource_semaphore` get the installed tracker's lock.
+    :ivar manager: mixin class placed before Nova's ``ComputeManager``,
+        or None
+    :ivar tracker: mixin class placed before Nova's ``ResourceTracker``,
+        or None (see :mod:`nova_revert_lock.composition`)
     """
 
     def __init__(self, manager=None, tracker=None):
@@ -45,15 +44,14 @@ under_compute_resource_semaphore` get the installed tracker's lock.
         self.tracker = tracker
 
     def select(self):
-        """The implementation for the live code: this one."""
         return self
 
 
 class Variants(object):
     """Implementations of one series for code that differs within it.
 
-    A series' last code (its ``-eol`` tag) can differ from its releases.
-    The variant is read off the live code, checked by the guard already.
+    A series' last code (its ``-eol`` tag) can differ from its releases;
+    the variant is read off the live code, which the guard checked.
 
     :param choose: callable returning the key of the installed variant
     :param variants: dict key -> :class:`Implementation`
@@ -70,21 +68,16 @@ class Variants(object):
 class MixinSpec(object):
     """One mixin, as the stevedore namespace names it.
 
-    The guard checks the fix's declaration (which the support matrix reads
-    without importing Nova); the spec adds the classes. The keyword
-    arguments default to the declaration (tests override them).
+    The keyword arguments default to the declaration (tests override them).
 
     :param name: the entry point name, used in ``[revert_lock] mixins``
     :param implementations: dict series name -> :class:`Implementation`
         (or :class:`Variants` of it), or one of them for every series the
         declaration's ``verified`` names
     :param summary: one line for ``nova-revert-lock check``
-    :param fixed_upstream: callable returning True when the installed
-        Nova already carries this fix
-    :param applies_from: ``(ref, release)``: see
-        :func:`nova_revert_lock.fixes.declare`. A Nova without that
-        function has nothing to fix (NOT_APPLICABLE); one with it but not
-        the code we know is still UNKNOWN.
+    :param fixed_upstream: callable, True if Nova carries this fix
+    :param applies_from: see :func:`nova_revert_lock.fixes.declare`; a
+        Nova with that function but not the code we know is UNKNOWN.
     """
 
     def __init__(self, name, implementations, summary=None,
@@ -98,8 +91,6 @@ class MixinSpec(object):
         self.implementations = implementations
         self._fixed_upstream = fixed_upstream
         self.beyond_upstream = fix.kind == fixes.BEYOND_UPSTREAM
-        #: admitted alone, with a warning when it cannot apply, rather
-        #: than refusing the activation
         self.extra = fixes.is_extra(name)
         self.applies_from = (fix.applies_from if applies_from is _DECLARED
                              else applies_from)
@@ -129,8 +120,7 @@ class MixinSpec(object):
     def check(self, table=None):
         """Check the live Nova; return a :class:`~.decision.MixinCheck`.
 
-        :param table: a ``FINGERPRINTS`` mapping (default: the generated
-            table); see :func:`~nova_revert_lock.decision.decide`
+        :param table: see :func:`~nova_revert_lock.decision.decide`
         """
         absent = self._not_applicable()
         if absent is not None:
@@ -171,3 +161,25 @@ def calls(ref, name, nested=False):
         if nested:
             codes.extend(c for c in code.co_consts if inspect.iscode(c))
     return False
+
+
+def delete_stashed_flavor_info(instance):
+    """Forget what a resize stashed on the instance, as upstream does."""
+    instance.old_flavor = None
+    instance.new_flavor = None
+    instance.system_metadata.pop('old_vm_state', None)
+    instance.save()
+
+
+class NetworkMigration(object):
+    """Manager side: the migration as the network API takes it."""
+
+    def _nrl_network_migration(self, migration):
+        return migration
+
+
+class TrainNetworkMigration(NetworkMigration):
+    """Train's network API takes a primitive of the migration."""
+
+    def _nrl_network_migration(self, migration):
+        return obj_base.obj_to_primitive(migration)

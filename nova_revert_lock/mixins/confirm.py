@@ -23,8 +23,6 @@ the claim drop and the context drop form one critical section; the
 stashed flavors are cleared after it. Train's last code (``train-eol``)
 clears them itself in ``confirm_resize``: the variant for it
 (:class:`KeptFlavorsConfirmUnderLockMixin`) leaves them alone.
-
-What it replaces and relies on: ``fixes.FIXES['confirm']``.
 """
 
 from nova.compute import power_state
@@ -75,12 +73,9 @@ class ConfirmUnderLockMixin(object):
         try:
             self._nrl_confirm_resize(context, instance, migration)
         finally:
-            # NOTE: upstream clears these in confirm_resize's "finally":
+            # NOTE: upstream clears them in confirm_resize's "finally":
             # the same point for the tracker, after the drop, failed or not.
-            instance.old_flavor = None
-            instance.new_flavor = None
-            instance.system_metadata.pop('old_vm_state', None)
-            instance.save()
+            base.delete_stashed_flavor_info(instance)
 
     def _nrl_confirm_resize(self, context, instance, migration):
         self._notify_about_instance_usage(context, instance,
@@ -130,13 +125,9 @@ class ConfirmUnderLockMixin(object):
 
 
 class KeptFlavorsConfirmUnderLockMixin(ConfirmUnderLockMixin):
-    """For a ``confirm_resize`` that clears the stashed flavors itself.
-
-    It does so last, whether ``_confirm_resize`` failed or not.
-    """
+    """For a ``confirm_resize`` that clears the stashed flavors itself."""
 
     def _confirm_resize(self, context, instance, migration=None):
-        """Upstream's, dropping the claim in ``drop_move_claim_at_source``."""
         self._nrl_confirm_resize(context, instance, migration)
 
 
@@ -146,12 +137,10 @@ def _flavors_kept_by_caller():
                       '_delete_stashed_flavor_info', nested=True)
 
 
-_IMPLEMENTATION = base.Variants(_flavors_kept_by_caller, {
+SPEC = base.MixinSpec('confirm', base.Variants(_flavors_kept_by_caller, {
     False: base.Implementation(
         manager=ConfirmUnderLockMixin, tracker=SourceClaimDropTracker),
     True: base.Implementation(
         manager=KeptFlavorsConfirmUnderLockMixin,
         tracker=SourceClaimDropTracker),
-})
-
-SPEC = base.MixinSpec('confirm', _IMPLEMENTATION)
+}))

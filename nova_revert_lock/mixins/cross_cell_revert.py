@@ -26,8 +26,6 @@ The fix, as upstream's (21.1.1): on the destination, the tracker's
 the stashed flavors and ``old_vm_state``, which the tracker reads while
 the migration is in progress, are kept until
 ``finish_revert_snapshot_based_resize_at_source`` ends, success or not.
-
-What it replaces and relies on: ``fixes.FIXES['cross_cell_revert']``.
 """
 
 from nova.compute import manager as nova_manager
@@ -46,8 +44,6 @@ LOG = logging.getLogger(__name__)
 
 class CrossCellRevertUnderLockMixin(object):
     """Manager side of the cross-cell revert, on both hosts."""
-
-    # -- destination (target cell) -------------------------------------
 
     def _revert_snapshot_based_resize_at_dest(
             self, ctxt, instance, migration):
@@ -87,8 +83,6 @@ class CrossCellRevertUnderLockMixin(object):
 
         self.rt.drop_move_claim_at_dest(ctxt, instance, migration)
 
-    # -- source (source cell) --------------------------------------------
-
     @nova_manager.wrap_exception()
     @nova_manager.reverts_task_state
     @nova_manager.wrap_instance_event(prefix='compute')
@@ -108,9 +102,8 @@ class CrossCellRevertUnderLockMixin(object):
         try:
             do_revert()
         finally:
-            self._nrl_delete_stashed_flavor_info(instance)
+            base.delete_stashed_flavor_info(instance)
 
-        # Best effort: tell the schedulers the instance is here again.
         try:
             self._update_scheduler_instance_info(ctxt, instance)
         except Exception as e:
@@ -120,17 +113,12 @@ class CrossCellRevertUnderLockMixin(object):
 
     def _finish_revert_snapshot_based_resize_at_source(
             self, ctxt, instance, migration):
-        """The body, apart so that the decorators above handle its errors."""
         # NOTE: read, not popped: it is cleared with the flavors, last.
         old_vm_state = instance.system_metadata.get(
             'old_vm_state', vm_states.ACTIVE)
 
-        # From here on a failure leaves the instance to be rebuilt or
-        # rebooted on this host.
         self._nrl_revert_instance_flavor_host_node(instance, migration)
 
-        # The migration's allocations on the source node go back to the
-        # instance, dropping the instance's on the destination node.
         try:
             self._revert_allocation(ctxt, instance, migration)
         except exception.AllocationMoveFailed:
@@ -150,8 +138,6 @@ class CrossCellRevertUnderLockMixin(object):
                       instance=instance)
 
         bdms = instance.get_bdms()
-        # The prep step left empty volume attachments for this host; fill
-        # them in so that the driver can connect the volumes.
         LOG.debug('Updating volume attachments for target host %s.',
                   self.host, instance=instance)
         self._update_volume_attachments(ctxt, instance, bdms)
@@ -202,13 +188,6 @@ class CrossCellRevertUnderLockMixin(object):
         instance.host = migration.source_compute
         instance.node = migration.source_node
         instance.save(expected_task_state=[task_states.RESIZE_REVERTING])
-
-    def _nrl_delete_stashed_flavor_info(self, instance):
-        """Forget what the resize stashed on the instance."""
-        instance.old_flavor = None
-        instance.new_flavor = None
-        instance.system_metadata.pop('old_vm_state', None)
-        instance.save()
 
 
 SPEC = base.MixinSpec('cross_cell_revert', base.Implementation(

@@ -24,20 +24,17 @@ claim drop takes them away again (``CPUUnpinningInvalid``).
 The fix, as upstream's (b841e55321, Nova 22.4.0): the save that moves
 ``instance.host`` also sets ``old_flavor``; one save writes both, so no
 lock is needed. The destination stashes the same flavor again.
-
-What it replaces and relies on: ``fixes.FIXES['resize_source_flavor']``.
 """
 
 from nova.compute import manager as nova_manager
 from nova.compute import task_states
 from nova import objects
-from nova.objects import base as obj_base
 from nova.objects import fields
 
 from nova_revert_lock.mixins import base
 
 
-class SourceFlavorMixin(object):
+class SourceFlavorMixin(base.NetworkMigration):
     """Manager side: ``_resize_instance`` stashing ``old_flavor``."""
 
     def _resize_instance(self, context, instance, image,
@@ -78,7 +75,8 @@ class SourceFlavorMixin(object):
 
             self._terminate_volume_connections(context, instance, bdms)
 
-            self._nrl_migrate_instance_start(context, instance, migration)
+            self.network_api.migrate_instance_start(
+                context, instance, self._nrl_network_migration(migration))
 
             migration.status = 'post-migrating'
             migration.save()
@@ -101,10 +99,6 @@ class SourceFlavorMixin(object):
             fields.NotificationPhase.END)
         self.instance_events.clear_events_for_instance(instance)
 
-    def _nrl_migrate_instance_start(self, context, instance, migration):
-        self.network_api.migrate_instance_start(context, instance,
-                                                migration)
-
     def _nrl_power_off_values(self, context, instance, clean_shutdown):
         return self._get_power_off_values(context, instance, clean_shutdown)
 
@@ -119,12 +113,8 @@ class VictoriaSourceFlavorMixin(SourceFlavorMixin):
         return self._get_power_off_values(instance, clean_shutdown)
 
 
-class TrainSourceFlavorMixin(SourceFlavorMixin):
-    """Train's network API takes the migration as a primitive."""
-
-    def _nrl_migrate_instance_start(self, context, instance, migration):
-        self.network_api.migrate_instance_start(
-            context, instance, obj_base.obj_to_primitive(migration))
+class TrainSourceFlavorMixin(base.TrainNetworkMigration, SourceFlavorMixin):
+    """Train's network API takes a primitive of the migration."""
 
 
 SPEC = base.MixinSpec('resize_source_flavor', {

@@ -22,15 +22,12 @@ claim drop and the context revert form one critical section under
 ``COMPUTE_RESOURCE_SEMAPHORE``, in upstream's order (the instance record
 last), so that a failure inside it never persists an instance whose NUMA
 topology and pinning are not its host's.
-
-What it replaces and relies on: ``fixes.FIXES['revert']``.
 """
 
 from nova.compute import manager as nova_manager
 from nova.compute import task_states
 from nova.compute import utils as compute_utils
 from nova import objects
-from nova.objects import base as obj_base
 from oslo_utils import excutils
 
 from nova_revert_lock import locking
@@ -72,7 +69,7 @@ class DestClaimDropTracker(object):
                     instance.apply_migration_context()
 
 
-class RevertUnderLockMixin(object):
+class RevertUnderLockMixin(base.NetworkMigration):
     """Manager side: ``revert_resize`` calling the locked helper."""
 
     @nova_manager.wrap_exception()
@@ -114,16 +111,10 @@ class RevertUnderLockMixin(object):
                 context, instance, migration, migration.source_compute,
                 request_spec)
 
-    def _nrl_network_migration(self, migration):
-        """The migration as this release's network API expects it."""
-        return migration
 
-
-class TrainRevertUnderLockMixin(RevertUnderLockMixin):
-    """Train passes the network API a primitive of the migration."""
-
-    def _nrl_network_migration(self, migration):
-        return obj_base.obj_to_primitive(migration)
+class TrainRevertUnderLockMixin(base.TrainNetworkMigration,
+                                RevertUnderLockMixin):
+    """Train's network API takes a primitive of the migration."""
 
 
 SPEC = base.MixinSpec('revert', {
