@@ -12,11 +12,10 @@
 
 """The guard, live: which configured mixins may apply to this nova-compute.
 
-:func:`assess` checks each of the ``[revert_lock] mixins`` against the live
-Nova (``MixinSpec.check``), reads how the tracker takes its lock and checks
-that the configured manager overrides nothing a mixin needs. It changes
-nothing: :mod:`nova_revert_lock.composition` and
-:mod:`nova_revert_lock.activation` compose and register the classes after.
+Each of the ``[revert_lock] mixins`` is checked against the live Nova, the
+tracker's lock must be readable and the configured manager must override
+nothing a mixin needs. Nothing is changed here: :mod:`.composition` and
+:mod:`.activation` compose and register the classes after.
 
 The core mixins (bug 1879878) are admitted strictly: one failing refuses
 the whole activation. An extra (beyond upstream, or a sibling race of
@@ -47,8 +46,7 @@ class Assessment(object):
     :ivar report: the :class:`~nova_revert_lock.report.ActivationReport`
         (its ``manager`` is None: nothing is composed here)
     :ivar applied: list of (MixinSpec, MixinCheck) to compose
-    :ivar lock: the :class:`~nova_revert_lock.locking.LockSpec` they take,
-        or None
+    :ivar lock: the :class:`~.locking.LockSpec` they take, or None
     :ivar manager_cls: the configured compute manager class, or None
     """
 
@@ -99,24 +97,20 @@ def _overridden(manager_cls, refs):
     """Replaced/relied-on ComputeManager functions the manager overrides."""
     from nova.compute import manager as nova_manager
     prefix = 'nova.compute.manager:ComputeManager.'
-    found = []
-    for ref in refs:
-        if not ref.startswith(prefix):
-            continue
-        name = ref[len(prefix):]
-        if (getattr(manager_cls, name, None) is not
-                getattr(nova_manager.ComputeManager, name, None)):
-            found.append('%s overrides %s' % (manager_cls.__name__, name))
-    return found
+    upstream = nova_manager.ComputeManager
+    names = [ref[len(prefix):] for ref in refs if ref.startswith(prefix)]
+    return ['%s overrides %s' % (manager_cls.__name__, name)
+            for name in names
+            if getattr(manager_cls, name, None) is not
+            getattr(upstream, name, None)]
 
 
 def assess(conf, configured_manager):
-    """Run the guard on this nova-compute; change nothing.
+    """Run the guard on this nova-compute; return an :class:`Assessment`.
 
     :param conf: an oslo.config ConfigOpts (None: the global CONF)
     :param configured_manager: callable returning ``(path, class)`` of the
         compute manager nova-compute is configured with (not ours)
-    :returns: an :class:`Assessment`
     :raises ConfigurationError: for option values we cannot act on
     :raises NovaNotAvailable: if Nova cannot be imported
     """
@@ -167,13 +161,10 @@ def assess(conf, configured_manager):
     unconfigured = _unconfigured_core_checks(names)
     missing = [c.name for c in unconfigured if c.outcome == decision.MATCH]
 
-    for _spec, check in core:
-        problems.extend(check.problems)
-    warnings = []
-    for spec, check in extras:
-        if check.outcome == decision.UNKNOWN:
-            warnings.extend('%s not applied: %s' % (spec.name, problem)
-                            for problem in check.problems)
+    # Only UNKNOWN checks have problems.
+    problems = [problem for _s, c in core for problem in c.problems]
+    warnings = ['%s not applied: %s' % (s.name, problem)
+                for s, c in extras for problem in c.problems]
     core_admitted, lock, found = _admit(manager_cls, core, strict=True)
     problems.extend(found)
     if problems:
@@ -224,17 +215,12 @@ def _unconfigured_core_checks(names):
 def _admit(manager_cls, candidates, strict):
     """The lock and override checks of the mixins that matched.
 
-    Every mixin takes or relies on the tracker's lock, so it must be
-    readable; the manager must not override what a mixin replaces or
-    relies on.
-
     :param candidates: list of (MixinSpec, MixinCheck); only MATCHes count
-    :param strict: True for the core mixins: any failure keeps all of them
-        out, the messages being problems. False for the extras: each that
-        fails is left out alone, with a warning naming it.
+    :param strict: True for the core mixins (any failure keeps them all
+        out), False for the extras (each that fails is left out alone)
     :returns: ``(admitted, lock, messages)``: the pairs that may be
         composed, the :class:`~.locking.LockSpec` (or None), and the
-        problems (strict) or warnings
+        problems (strict) or warnings naming the mixin
     """
     candidates = [(s, c) for s, c in candidates
                   if c.outcome == decision.MATCH]

@@ -13,14 +13,14 @@
 """The guard's verdict on one mixin, on live code or on a surveyed release.
 
 :func:`decide` serves both the live check in ``nova-compute``
-(``MixinSpec.check``) and the support matrix (:func:`check_release`,
-:mod:`.matrix`). Neither imports Nova: :mod:`nova_revert_lock.fixes`
-declares what a mixin needs, the fingerprint table what each release ships.
+(``MixinSpec.check``) and the support matrix (:func:`check_release`), so
+both reach the same verdict on the same code.
 """
 
 import collections
 
 from nova_revert_lock import fixes
+from nova_revert_lock.guard import fingerprint_table
 from nova_revert_lock.guard import fingerprints
 from nova_revert_lock.guard import releases
 
@@ -31,13 +31,12 @@ UNKNOWN = 'unknown'
 #: the installed Nova does not have the feature the mixin fixes at all
 #: (cross-cell resize on Train): nothing to fix, the mixin stands aside
 NOT_APPLICABLE = 'not-applicable'
-OUTCOMES = (MATCH, FIXED_UPSTREAM, NOT_APPLICABLE, UNKNOWN)
 
 
 class MixinCheck(object):
     """The guard's verdict on one mixin.
 
-    :ivar outcome: one of :data:`OUTCOMES`
+    :ivar outcome: one of the outcomes above
     :ivar series: the series whose implementation applies (on MATCH)
     :ivar releases: releases whose code matches every function checked
     :ivar functions: list of :class:`~.fingerprints.FunctionCheck`
@@ -74,17 +73,6 @@ class MixinCheck(object):
         }
 
 
-def load_table():
-    """The generated fingerprint table module."""
-    from nova_revert_lock.guard import fingerprint_table
-    return fingerprint_table
-
-
-def refs_of(name):
-    entry = fixes.FIXES[name]
-    return list(entry.replaces) + list(entry.relies_on)
-
-
 def not_applicable_note(name, applies_from=None):
     ref, release = applies_from or fixes.FIXES[name].applies_from
     return ('this Nova has no %s (new in Nova %s): nothing to fix'
@@ -92,10 +80,8 @@ def not_applicable_note(name, applies_from=None):
 
 
 def _series_order(series):
-    for major, name in releases.SERIES.items():
-        if name == series:
-            return major
-    return -1
+    """Sort key of a series name: its Nova major version."""
+    return releases.MAJORS.get(series, -1)
 
 
 #: (table, by_release(table)) of the last table inverted: the guard asks
@@ -109,7 +95,7 @@ def by_release(table=None):
     :param table: a ``FINGERPRINTS`` mapping (default: the generated one)
     """
     global _BY_RELEASE
-    table = load_table().FINGERPRINTS if table is None else table
+    table = fingerprint_table.FINGERPRINTS if table is None else table
     if _BY_RELEASE[0] is table:
         return _BY_RELEASE[1]
     out = collections.defaultdict(dict)
@@ -156,8 +142,7 @@ def expand(specs, labels):
             out.add(spec)
             continue
         out.update(label for label in labels
-                   if releases.eol_major(label) is None and
-                   '+' not in label and
+                   if releases.is_release(label) and
                    key(low) <= key(label) <= key(high))
     return out
 
@@ -240,27 +225,17 @@ def check_release(name, label, table=None):
 
     What ``nova-revert-lock check`` says on it, from the table alone.
     """
-    table = load_table() if table is None else table
+    table = fingerprint_table if table is None else table
     code = by_release(table.FINGERPRINTS).get(label, {})
     fix = fixes.FIXES[name]
     if fix.applies_from is not None and fix.applies_from[0] not in code:
         return MixinCheck(name, NOT_APPLICABLE, [],
                           note=not_applicable_note(name))
-    functions = []
-    for ref in refs_of(name):
-        digest = code.get(ref)
-        without = (fingerprints.surveyed_without(ref, table.FINGERPRINTS)
-                   if digest is None and ref in fix.relies_on else None)
-        if without:
-            # As fingerprints.check(absent_ok=True) does on live code.
-            functions.append(fingerprints.FunctionCheck(
-                ref, releases=without, absent=True))
-        elif digest is None:
-            functions.append(fingerprints.FunctionCheck(
-                ref, error='not found in Nova %s' % label))
-        else:
-            functions.append(fingerprints.FunctionCheck(
-                ref, digest, table.FINGERPRINTS[ref][digest]))
+    functions = [
+        fingerprints.check_digest(ref, code.get(ref), table.FINGERPRINTS,
+                                  absent_ok=ref in fix.relies_on,
+                                  where='Nova %s' % label)
+        for ref in fix.replaces + fix.relies_on]
     fixed = label in table.FIXED.get(name, ())
     verified = verified_releases(name, fix.verified, table.FINGERPRINTS)
     return decide(name, functions, fixed, verified, table.FINGERPRINTS)

@@ -17,8 +17,7 @@ decorators, signature and body as :mod:`tokenize` tokens, without comments,
 blank lines, indentation or docstrings. Any change of code changes it,
 whatever the Python version (Train runs on 3.6, current Nova on 3.11).
 It is taken of live functions (:func:`live_fingerprint`) and of released
-Nova sources (:func:`fingerprints_in_source`, for
-``tools/survey_fingerprints.py``).
+Nova sources (:func:`sources_in_source`, for ``tools/survey_fingerprints.py``).
 """
 
 import ast
@@ -47,11 +46,9 @@ _FSTRING_PARTS = frozenset(
 
 
 #: Modules whose decorators the guard looks through: Nova's own (their
-#: lines are fingerprinted too, so a changed decorator is changed code),
-#: oslo.concurrency's lock wrapper (Nova's ``utils.synchronized``) and
-#: oslo.versionedobjects' ``remotable*``, which send the object methods
-#: the mixins call to the conductor. Any other ``__wrapped__`` layer was
-#: put there by someone else at run time.
+#: lines are fingerprinted too), oslo.concurrency's lock (Nova's
+#: ``utils.synchronized``) and oslo.versionedobjects' ``remotable*``. Any
+#: other ``__wrapped__`` layer was put there by someone else at run time.
 KNOWN_WRAPPER_MODULES = ('nova', 'oslo_concurrency.lockutils',
                          'oslo_versionedobjects.base')
 
@@ -122,9 +119,9 @@ def fingerprint(source):
 
 
 def resolve(ref):
-    """Return the live object ``'package.module:Class.attribute'`` names.
+    """The live object ``'package.module:Class.attribute'`` names.
 
-    :raises ImportError, AttributeError: if it does not exist.
+    :raises ImportError, AttributeError: if it does not exist
     """
     module_name, _, path = ref.partition(':')
     obj = importlib.import_module(module_name)
@@ -150,11 +147,10 @@ def wrapper_name(func):
     return '%s.%s' % (module, getattr(code, 'co_qualname', code.co_name))
 
 
-#: Decorators without :func:`functools.wraps` (no ``__wrapped__``) that
-#: keep the function in their closure: ``module.qualname`` of the wrapper
-#: -> name of the closure variable. oslo.messaging's
-#: ``expected_exceptions`` wraps compute manager RPC methods
-#: (``rebuild_instance``); its line is fingerprinted, as Nova's are.
+#: Decorators without :func:`functools.wraps` that keep the function in
+#: their closure: ``module.qualname`` of the wrapper -> closure variable.
+#: oslo.messaging's ``expected_exceptions`` wraps compute manager RPC
+#: methods (``rebuild_instance``); its line is fingerprinted, as Nova's are.
 CLOSURE_WRAPPERS = {
     'oslo_messaging.rpc.server.'
     'expected_exceptions.<locals>.outer.<locals>.inner': 'func',
@@ -171,35 +167,12 @@ def closure_wrapped(func):
     return inspect.getclosurevars(func).nonlocals.get(var)
 
 
-def inner_function(func):
-    """The next layer of a decorated function, or None if it is the last."""
-    func = getattr(func, '__func__', func)
-    inner = getattr(func, '__wrapped__', None)
-    return inner if inner is not None else closure_wrapped(func)
-
-
-def innermost(func):
-    """The function under every layer of decorators (:func:`inner_function`).
-
-    Unlike :func:`unwrap` it looks through any wrapper: for reading what
-    upstream's code does, not for replacing it.
-    """
-    func = getattr(func, '__func__', func)
-    seen = set()
-    inner = inner_function(func)
-    while inner is not None and id(inner) not in seen:
-        seen.add(id(func))
-        func = getattr(inner, '__func__', inner)
-        inner = inner_function(func)
-    return func
-
-
-def unwrap(func):
+def unwrap(func, strict=True):
     """The function a live callable wraps, through known decorators only.
 
-    :raises UnknownWrapper: at the first ``__wrapped__`` layer not of
-        :data:`KNOWN_WRAPPER_MODULES` (:data:`CLOSURE_WRAPPERS` are
-        looked through too)
+    :param strict: False to look through any decorator, stopping at a loop
+    :raises UnknownWrapper: at a ``__wrapped__`` layer not of
+        :data:`KNOWN_WRAPPER_MODULES`, or a loop
     """
     func = getattr(func, '__func__', func)
     seen = set()
@@ -209,25 +182,35 @@ def unwrap(func):
             if not hasattr(func, '__wrapped__'):
                 return func
             name = wrapper_name(func)
-            if not any(name.startswith(module + '.')
-                       for module in KNOWN_WRAPPER_MODULES):
+            if strict and not any(name.startswith(module + '.')
+                                  for module in KNOWN_WRAPPER_MODULES):
                 raise UnknownWrapper(
                     'wrapped at run time by %s, which is not a decorator '
                     'the guard knows (only those of %s are looked through)'
                     % (name, ' and '.join(KNOWN_WRAPPER_MODULES)))
             inner = func.__wrapped__
-        if id(func) in seen:
-            raise UnknownWrapper('__wrapped__ chain loops at %s'
-                                 % wrapper_name(func))
         seen.add(id(func))
-        func = inner
+        if id(inner) in seen:
+            if strict:
+                raise UnknownWrapper('__wrapped__ chain loops at %s'
+                                     % wrapper_name(inner))
+            return func
+        func = inner if strict else getattr(inner, '__func__', inner)
+
+
+def innermost(func):
+    """The function under every decorator, known or not.
+
+    For reading what upstream's code does, not for replacing it.
+    """
+    return unwrap(func, strict=False)
 
 
 def live_source(func):
     """Source of a live function as written, through known decorators.
 
     :raises SourceUnavailable: no Python source (mocks, builtins, no ``.py``)
-    :raises UnknownWrapper: another decorator wraps it (:func:`unwrap`)
+    :raises UnknownWrapper: as :func:`unwrap`
     """
     func = unwrap(func)
     try:
@@ -246,9 +229,7 @@ def live_fingerprint(ref):
     Tokenizing is most of the guard's cost at nova-compute's start, so the
     exact source text is first looked up in the survey's ``SOURCE_DIGESTS``.
 
-    :raises ImportError, AttributeError, KeyError: no such function
-    :raises SourceUnavailable: no Python source to read
-    :raises UnknownWrapper: wrapped by a decorator the guard does not know
+    :raises: as :func:`resolve`, :func:`live_source`
     """
     func = unwrap(resolve(ref))
     code = getattr(func, '__code__', None)
@@ -307,12 +288,6 @@ def quick_source(func):
     return ''.join(lines[first:last + 1])
 
 
-def fingerprints_in_source(source, refs):
-    """{path: fingerprint} of :func:`sources_in_source` (for the survey)."""
-    return {path: fingerprint(text)
-            for path, text in sources_in_source(source, refs).items()}
-
-
 def sources_in_source(source, refs):
     """{path: exact source text} of functions in a module's source text.
 
@@ -346,15 +321,14 @@ def sources_in_source(source, refs):
 
 
 class FunctionCheck(object):
-    """The result of checking one live function against the table.
+    """The result of checking one function against the table.
 
     :ivar ref: the reference checked (``module:Class.attr``)
-    :ivar fingerprint: the live fingerprint, or None
+    :ivar fingerprint: its fingerprint, or None
     :ivar releases: frozenset of Nova releases shipping exactly this code
         (empty if unknown); if absent, the surveyed releases lacking it too
     :ivar error: why there is no fingerprint (missing, no source), or None
-    :ivar absent: True if the function is not in the installed Nova and
-        :func:`check` accepted that
+    :ivar absent: True if the function is missing and that is accepted
     """
 
     def __init__(self, ref, fingerprint=None, releases=frozenset(),
@@ -390,56 +364,52 @@ class FunctionCheck(object):
         }
 
 
-def surveyed_without(ref, table):
-    """The surveyed releases (frozenset) that do not have ``ref`` at all.
+def check_digest(ref, digest, table, absent_ok=False,
+                 where='the installed Nova'):
+    """Check the fingerprint ``digest`` of ``ref`` (None: absent) in table.
 
-    Every surveyed release is surveyed for every function of the table, so
-    one listed for some function but not for ``ref`` has no ``ref``.
-    Empty if ``ref`` was never surveyed.
+    :param absent_ok: for a function a later release of a series added,
+        relied on only where it exists. If absent, it is known in the
+        surveyed releases lacking it too (so a release still matches as a
+        whole); otherwise, or if none lacks it, absence is an error.
+    :param where: the Nova ``ref`` is looked for in, for that error
     """
-    if ref not in table:
-        return frozenset()
-    surveyed = set()
-    for by_digest in table.values():
-        for found_in in by_digest.values():
-            surveyed.update(found_in)
-    for found_in in table[ref].values():
-        surveyed.difference_update(found_in)
-    return frozenset(surveyed)
+    if digest is not None:
+        return FunctionCheck(ref, digest, table.get(ref, {}).get(digest, ()))
+    if absent_ok and ref in table:
+        # Every surveyed release is surveyed for every function of the
+        # table: one listed for another function but not for ref lacks it.
+        without = set()
+        for by_digest in table.values():
+            for found_in in by_digest.values():
+                without.update(found_in)
+        without.difference_update(*table[ref].values())
+        if without:
+            return FunctionCheck(ref, releases=without, absent=True)
+    return FunctionCheck(ref, error='not found in %s' % where)
 
 
 def check(ref, table=None, absent_ok=False):
-    """Check the live function ``ref`` against the fingerprint table.
-
-    :param absent_ok: for a function a later release of a series added,
-        relied on only where it exists. If absent here, it is known in the
-        surveyed releases lacking it too (so a release still matches as a
-        whole); otherwise, or if none lacks it, absence is an error.
-    """
+    """Check the live function ``ref`` against the fingerprint table."""
     table = fingerprint_table.FINGERPRINTS if table is None else table
     try:
         digest = live_fingerprint(ref)
     except (ImportError, AttributeError, KeyError):
-        without = surveyed_without(ref, table) if absent_ok else None
-        if without:
-            return FunctionCheck(ref, releases=without, absent=True)
-        return FunctionCheck(ref, error='not found in the installed Nova')
+        digest = None
     except SourceUnavailable as e:
         return FunctionCheck(ref, error='source unavailable (%s)' % e)
     except UnknownWrapper as e:
         return FunctionCheck(ref, error=str(e))
-    known = table.get(ref, {}).get(digest, ())
-    return FunctionCheck(ref, digest, known)
+    return check_digest(ref, digest, table, absent_ok)
 
 
 @functools.lru_cache(maxsize=None)
 def release_key(release):
     """Sort key (tuple of ints) for Nova release labels such as ``'21.1.0'``.
 
-    ``'20.6.1+patches'`` (that release with this project's patch series)
-    sorts right after it; a branch tip ``<series>-eol`` after every
-    release of its series. Cached: the guard compares the table's
-    hundred-odd labels thousands of times while nova-compute starts.
+    ``'20.6.1+patches'`` sorts right after that release; a branch tip
+    ``<series>-eol`` after every release of its series. Cached: the guard
+    compares the table's labels thousands of times while nova-compute starts.
     """
     major = nova_releases.eol_major(release)
     if major is not None:

@@ -12,52 +12,45 @@
 
 """The support matrix: the guard's verdict on every surveyed release.
 
-``nova-revert-lock support-matrix`` prints it (table, JSON or reST, the
-last being ``doc/source/reference/support-matrix.rst``). Each cell is
-:func:`~.decision.check_release`: the live check's decision, asked of the
-fingerprint table alone. ``--by bug`` gives a verdict per bug of the family
-instead (``doc/source/reference/bug-matrix.rst``).
+``nova-revert-lock support-matrix`` prints it as a table, JSON or reST
+(``doc/source/reference/support-matrix.rst``, and ``bug-matrix.rst`` for
+``--by bug``, a verdict per bug of the family). Each cell is
+:func:`~.decision.check_release`.
 """
 
 import collections
 
 from nova_revert_lock import fixes
 from nova_revert_lock.guard import decision
+from nova_revert_lock.guard import fingerprint_table
 from nova_revert_lock.guard import fingerprints
 from nova_revert_lock.guard import releases
 from nova_revert_lock import report
 
 
-def matrix(table=None, names=None):
+def matrix(table=None):
     """{release: {mixin: MixinCheck}} for every surveyed release."""
-    table = decision.load_table() if table is None else table
-    names = list(fixes.NAMES) if names is None else names
+    table = fingerprint_table if table is None else table
     labels = fingerprints.sorted_releases(
         set(table.SURVEYED_RELEASES) | set(table.SURVEYED_PATCHES))
     return collections.OrderedDict(
         (label, collections.OrderedDict(
             (name, decision.check_release(name, label, table))
-            for name in names))
+            for name in fixes.NAMES))
         for label in labels)
 
 
-#: the short form of each outcome in the printed matrix
-_SHORT = {decision.MATCH: 'match',
-          decision.FIXED_UPSTREAM: 'fixed-upstream',
-          decision.NOT_APPLICABLE: 'n/a', decision.UNKNOWN: 'unknown'}
-
-
-def _cell(check):
+def _short(check):
+    """A mixin's cell in the printed matrix."""
     if check.outcome == decision.MATCH:
         return 'match (%s)' % check.series
-    return _SHORT[check.outcome]
+    if check.outcome == decision.NOT_APPLICABLE:
+        return 'n/a'
+    return check.outcome
 
 
 def bug_verdict(checks, names):
-    """What a release is to a bug: one of ``report.BUG_*``.
-
-    The matrix's form of :attr:`~..report.ActivationReport.bugs` for a host
-    running the default mixins.
+    """What a release is to a bug, with the default mixins: ``BUG_*``.
 
     :param checks: {mixin: MixinCheck} of one release
     :param names: the mixins that fix the bug (``fixes.BUGS``)
@@ -72,15 +65,20 @@ def bug_verdict(checks, names):
     return report.BUG_NOT_APPLICABLE
 
 
-def _bug_cells(checks):
-    return collections.OrderedDict(
-        (bug, bug_verdict(checks, names))
-        for bug, names in fixes.BUGS.items())
+def _details(check):
+    """A mixin's cell in the JSON matrix."""
+    return {'outcome': check.outcome, 'series': check.series,
+            'note': check.note, 'problems': check.problems}
 
 
-def _mixin_cells(checks):
+def _cells(checks, by, mixin_cell):
+    """{column: cell} of one release: a verdict per bug, or per mixin."""
+    if by == 'bug':
+        return collections.OrderedDict(
+            (bug, bug_verdict(checks, names))
+            for bug, names in fixes.BUGS.items())
     return collections.OrderedDict(
-        (name, _cell(check)) for name, check in checks.items())
+        (name, mixin_cell(check)) for name, check in checks.items())
 
 
 def grouped(table=None, by='mixin'):
@@ -90,20 +88,20 @@ def grouped(table=None, by='mixin'):
     :returns: list of ``(first, last, count, {column: cell})``; a patched
         build or a branch tip always stands alone
     """
-    cells_of = _bug_cells if by == 'bug' else _mixin_cells
     rows = []
+    joinable = False
     for label, checks in matrix(table).items():
-        cells = cells_of(checks)
-        alone = releases.eol_major(label) is not None or '+' in label
-        if rows and not alone and not rows[-1][4] and (
-                rows[-1][3] == cells and releases.series_of(rows[-1][0])
-                == releases.series_of(label)):
-            first, _, count, _, _ = rows[-1]
-            rows[-1] = (first, label, count + 1, cells, False)
+        cells = _cells(checks, by, _short)
+        alone = not releases.is_release(label)
+        if joinable and not alone and rows[-1][3] == cells and (
+                releases.series_of(rows[-1][0]) ==
+                releases.series_of(label)):
+            first, _, count, _ = rows[-1]
+            rows[-1] = (first, label, count + 1, cells)
         else:
-            rows.append((label, label, 1, cells, alone))
-    return [(first, last, count, cells)
-            for first, last, count, cells, _ in rows]
+            rows.append((label, label, 1, cells))
+        joinable = not alone
+    return rows
 
 
 def _release_cell(first, last, count):
@@ -112,13 +110,18 @@ def _release_cell(first, last, count):
     return '%s - %s (%d)' % (first, last, count)
 
 
-def format_text(table=None, by='mixin'):
+def _printed(table, by):
+    """The header and the rows of the printed matrix, as lists of cells."""
     rows = grouped(table, by)
     names = list(rows[0][3]) if rows else []
-    head = ['release', 'series'] + names
     body = [[_release_cell(first, last, count),
              releases.series_of(first)] + list(cells.values())
             for first, last, count, cells in rows]
+    return ['release', 'series'] + names, body
+
+
+def format_text(table=None, by='mixin'):
+    head, body = _printed(table, by)
     widths = [max(len(r[i]) for r in [head] + body)
               for i in range(len(head))]
     lines = ['  '.join(c.ljust(w) for c, w in zip(r, widths)).rstrip()
@@ -132,15 +135,8 @@ def to_dict(table=None, by='mixin'):
 
     With ``by='bug'``: {release: {bug: verdict}}.
     """
-    if by == 'bug':
-        return collections.OrderedDict(
-            (label, _bug_cells(checks))
-            for label, checks in matrix(table).items())
     return collections.OrderedDict(
-        (label, collections.OrderedDict(
-            (name, {'outcome': check.outcome, 'series': check.series,
-                    'note': check.note, 'problems': check.problems})
-            for name, check in checks.items()))
+        (label, _cells(checks, by, _details))
         for label, checks in matrix(table).items())
 
 
@@ -214,18 +210,14 @@ Each bug has its page: :doc:`/bugs/index`. The verdicts per mixin are in
 
 
 def format_rst(table=None, by='mixin'):
-    rows = grouped(table, by)
-    names = list(rows[0][3]) if rows else []
+    head, body = _printed(table, by)
     labels = fingerprints.sorted_releases(decision.by_release(
         None if table is None else table.FINGERPRINTS))
     header = BUG_RST_HEADER if by == 'bug' else RST_HEADER
     out = [header % {'count': len(labels), 'first': labels[0],
                      'last': labels[-1]}]
     out.append('.. list-table::\n   :header-rows: 1\n\n')
-    out.append('   * - release\n     - series\n')
-    out.extend('     - %s\n' % name for name in names)
-    for first, last, count, cells in rows:
-        out.append('   * - %s\n     - %s\n' % (
-            _release_cell(first, last, count), releases.series_of(first)))
-        out.extend('     - %s\n' % cell for cell in cells.values())
+    for row in [head] + body:
+        out.append('   * - %s\n' % row[0])
+        out.extend('     - %s\n' % cell for cell in row[1:])
     return ''.join(out)

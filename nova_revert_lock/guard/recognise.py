@@ -14,17 +14,15 @@
 
 Distributions backport fixes without changing Nova's version, so the guard
 reads the code. A fix's ``fixed_when`` (:data:`nova_revert_lock.fixes.FIXES`)
-lists its parts (:class:`~nova_revert_lock.fixes.Does`): an anchor function,
-an action (:data:`ACTIONS`) and a name. A part holds when the action is in
-the anchor or in a method of its class it reaches through ``self.<method>``
-(:data:`MAX_DEPTH` levels): upstream moves bodies into helpers and renames
-private methods (21.1.1 split ``finish_revert_resize`` in two), so anchors
-are stable entry points (RPC methods, the periodic task). A fix is
-recognised only when *every* part holds: a partial backport is not the fix.
+lists its parts (:class:`~nova_revert_lock.fixes.Does`). A part holds when
+its action is in the anchor or in a method of its class it reaches through
+``self.<method>``: upstream moves bodies into helpers and renames private
+methods (21.1.1 split ``finish_revert_resize`` in two), so anchors are
+stable entry points (RPC methods, the periodic task). A fix is recognised
+only when *every* part holds: a partial backport is not the fix.
 
-The same search runs on the live Nova (:class:`LiveSources`) and on the
-survey's source texts (:class:`TextSources`), so the support matrix and
-nova-compute reach the same verdict.
+The same search runs on the live Nova and on the survey's source texts, so
+the support matrix and nova-compute reach the same verdict.
 """
 
 import ast
@@ -49,14 +47,12 @@ class LiveSources(object):
         Through every decorator: standing aside on a fix changes nothing,
         so a wrapper added at run time must not hide the fix.
 
-        :param exact: read it as :func:`inspect.getsource` does, not the
-            quick way that stops short of a multi-line signature
+        :param exact: read it as :func:`inspect.getsource` does, not with
+            the cheaper :func:`~.fingerprints.quick_source`
         """
         try:
             func = fingerprints.innermost(fingerprints.resolve(ref))
             if not exact and getattr(func, '__code__', None) is not None:
-                # NOTE: the survey's text, found without tokenizing (a
-                # tenth of inspect.getsource's cost); None if unreadable.
                 text = fingerprints.quick_source(func)
                 if text is not None:
                     return text
@@ -75,10 +71,7 @@ class LiveSources(object):
 
 
 class TextSources(object):
-    """Function source texts found in module source texts.
-
-    Each module is parsed once, for the many functions (helpers) it is
-    asked for.
+    """Function source texts found in module source texts, for the survey.
 
     :param modules: dict module name -> the module's source text
     """
@@ -120,25 +113,26 @@ def _callee_name(func):
     return None
 
 
-def _targets(node):
+def _assigned_attributes(node):
+    """Attribute names an assignment statement assigns (``x.name = ...``)."""
     if isinstance(node, ast.Assign):
         targets = list(node.targets)
-    elif isinstance(node, (ast.AugAssign, getattr(ast, 'AnnAssign', ()))):
+    elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
         targets = [node.target]
     else:
         return []
-    out = []
+    names = []
     while targets:
         target = targets.pop()
         if isinstance(target, (ast.Tuple, ast.List)):
             targets.extend(target.elts)
-        else:
-            out.append(target)
-    return out
+        elif isinstance(target, ast.Attribute):
+            names.append(target.attr)
+    return names
 
 
 class _Summary(object):
-    """What one function does (each action of :data:`ACTIONS`), in one walk.
+    """What one function does, nested functions included, in one walk.
 
     :ivar calls: names called (``f()``, ``x.f()``)
     :ivar assigns: attribute names assigned (``x.name = ...``)
@@ -155,7 +149,6 @@ class _Summary(object):
             _callee_name(d.func) for d in func_node.decorator_list
             if isinstance(d, ast.Call))
         self.self_methods = []
-        # NOTE: nested functions included, as ast.walk goes.
         for node in ast.walk(func_node):
             if isinstance(node, ast.Call):
                 self.calls.add(_callee_name(node.func))
@@ -167,9 +160,7 @@ class _Summary(object):
                         node.value.id == 'self' and
                         node.attr not in self.self_methods):
                     self.self_methods.append(node.attr)
-            for target in _targets(node):
-                if isinstance(target, ast.Attribute):
-                    self.assigns.add(target.attr)
+            self.assigns.update(_assigned_attributes(node))
 
     def does(self, action, name):
         return name in {'decorated': self.decorators, 'calls': self.calls,
@@ -177,10 +168,7 @@ class _Summary(object):
 
 
 class Recogniser(object):
-    """Decides parts and fixes on one :class:`LiveSources`/TextSources.
-
-    Parsed functions are kept, so fixes sharing an anchor parse it once.
-    """
+    """Decides parts and fixes on :class:`LiveSources` or TextSources."""
 
     def __init__(self, sources):
         self.sources = sources
@@ -240,10 +228,6 @@ class Recogniser(object):
             return False
         ordered = sorted(parts, key=lambda p: p.does != 'decorated')
         return all(self.holds(p) for p in ordered)
-
-    def missing(self, parts):
-        """The parts that do not hold, in declaration order."""
-        return [p for p in parts if not self.holds(p)]
 
 
 def fixed_live(parts):

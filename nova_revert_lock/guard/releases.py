@@ -19,6 +19,8 @@ SERIES = {
     27: '2023.1', 28: '2023.2', 29: '2024.1', 30: '2024.2',
     31: '2025.1', 32: '2025.2', 33: '2026.1', 34: '2026.2',
 }
+#: OpenStack series name -> Nova major version.
+MAJORS = {name: major for major, name in SERIES.items()}
 
 
 #: the suffix of a branch tip tagged when its series reached end of life
@@ -31,11 +33,12 @@ def eol_major(label):
     label = str(label)
     if not label.endswith(EOL_SUFFIX):
         return None
-    series = label[:-len(EOL_SUFFIX)]
-    for major, name in SERIES.items():
-        if name == series:
-            return major
-    return None
+    return MAJORS.get(label[:-len(EOL_SUFFIX)])
+
+
+def is_release(label):
+    """True for a release, False for a patched build or a branch tip."""
+    return eol_major(label) is None and '+' not in label
 
 
 def series_of(release):

@@ -86,12 +86,13 @@ class LiveFingerprintTestCase(testtools.TestCase):
     def test_source_survey_matches_live(self):
         import inspect
         module_source = inspect.getsource(fingerprints)
-        found = fingerprints.fingerprints_in_source(
+        found = fingerprints.sources_in_source(
             module_source, ['FunctionCheck.describe', 'FunctionCheck.nope'])
+        self.assertEqual(['FunctionCheck.describe'], list(found))
         self.assertEqual(
-            {'FunctionCheck.describe': fingerprints.live_fingerprint(
-                'nova_revert_lock.guard.fingerprints:FunctionCheck.describe')},
-            found)
+            fingerprints.live_fingerprint(
+                'nova_revert_lock.guard.fingerprints:FunctionCheck.describe'),
+            fingerprints.fingerprint(found['FunctionCheck.describe']))
 
     def test_check_unknown_and_missing(self):
         ref = 'nova_revert_lock.guard.fingerprints:FunctionCheck.describe'
