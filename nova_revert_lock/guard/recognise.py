@@ -77,20 +77,16 @@ class TextSources(object):
     """
 
     def __init__(self, modules):
-        self.modules = modules
-        self._functions = {}
+        self._functions = {
+            module: fingerprints.sources_in_source(text, None)
+            for module, text in modules.items()}
 
     def exists(self, ref):
         return self.source(ref) is not None
 
     def source(self, ref, exact=False):
         module, _, path = ref.partition(':')
-        if module not in self._functions:
-            text = self.modules.get(module)
-            self._functions[module] = (
-                {} if text is None else
-                fingerprints.sources_in_source(text, None))
-        return self._functions[module].get(path)
+        return self._functions.get(module, {}).get(path)
 
 
 def _parse(text):
@@ -99,10 +95,9 @@ def _parse(text):
         tree = ast.parse(textwrap.dedent(text))
     except SyntaxError:
         return None
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            return node
-    return None
+    functions = (ast.FunctionDef, ast.AsyncFunctionDef)
+    return next((node for node in tree.body if isinstance(node, functions)),
+                None)
 
 
 def _callee_name(func):
