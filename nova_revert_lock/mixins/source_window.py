@@ -22,34 +22,30 @@ claim, then casts ``finish_revert_resize`` to the source, which saves
 ``update_available_resource`` counts the instance nowhere (a new instance
 can be pinned to its pCPUs), and the destination's counts it with the
 source's NUMA topology and pinning although its claim is gone
-(``CPUPinningInvalid``; "potentially wrong for a period of time", says
-upstream's NOTE(ndipanov) in ``revert_resize``). The fix is in the
-resource trackers only: nothing is written, no RPC changes.
+(``CPUPinningInvalid``). Nothing is written, no RPC changes.
 
-Source: the look-up runs right after upstream pairs its two reads (the
-node's instances, then its in-progress migrations) and trusts only what
-they saw. The flip comes first; only a flip before the migration read
-with a return after the instance read leaves upstream counting nothing,
-and then the look-up, reading after the flip, finds the ``reverted``
-migration and counts the instance once: as the outgoing migration it was
-or, already back, as an instance of the node. Through the conductor, it
-uses only filters that survive RPC serialization. Being under
-``COMPUTE_RESOURCE_SEMAPHORE``, it runs only when a resize the tracker
-noted in memory has left the in-progress list (read before it decides: a
-later flip is seen by the next run) with its instance not back, and on a
-node's first periodic run in the process, for a revert a restart hid.
+Source: upstream reads the node's instances, then its in-progress
+migrations; a flip before the second read with a return after the first
+leaves both blind. Right after upstream pairs the two, a look-up made
+after the flip finds the ``reverted`` migration and counts the instance
+once: as the outgoing migration it was or, already back, as an instance
+of the node. It runs (under ``COMPUTE_RESOURCE_SEMAPHORE``, with filters
+that survive the conductor's RPC serialization) only when a resize the
+tracker noted in memory has left the in-progress list (read before it
+decides: a later flip is seen by the next run) with its instance not
+back, and on a node's first periodic run, for a revert a restart hid.
 
-Destination: the periodic task does not count a ``resize_reverting``
-instance whose migration (read by its context's id) made this node its
-destination, from another node, and is ``reverted``: the revert writes
-that status with the claim drop under ``COMPUTE_RESOURCE_SEMAPHORE``,
-which the periodic task holds. The instance stays listed for the
-allocation clean-up. If a read fails, the node counts as upstream's does.
+Destination: a ``resize_reverting`` instance whose migration (read by its
+context's id) came to this node from another one and is ``reverted`` is
+not counted: the revert writes that status with the claim drop under the
+semaphore the periodic task holds. It stays listed for the allocation
+clean-up.
 
-What it replaces and relies on: ``fixes.FIXES['source_window']``.
+If a read fails, the node counts as upstream's does.
 """
 
 import collections
+import inspect
 
 from nova.compute import resource_tracker
 from nova.compute import task_states
@@ -73,14 +69,6 @@ _INSTANCE_ATTRS = ['system_metadata', 'numa_topology', 'flavor',
 
 #: Migration types whose revert runs through finish_revert_resize.
 _RESIZE_TYPES = ('resize', 'migration')
-
-
-def _upstream(name):
-    """An installed tracker function, without its lock if it has one."""
-    func = resource_tracker.ResourceTracker.__dict__[name]
-    while hasattr(func, '__wrapped__'):
-        func = func.__wrapped__
-    return func
 
 
 def _can_resize(driver):
@@ -115,16 +103,42 @@ def _given_back(migration, host, nodename):
                  migration.source_node == nodename))
 
 
+def _read_failed(tracker, flag, nodename, what, error):
+    """Log a failed read: WARNING once, then DEBUG until it works again.
+
+    The node then counts as upstream's does; ``flag`` names the tracker's
+    attribute saying that the read fails.
+    """
+    log = LOG.debug if getattr(tracker, flag) else LOG.warning
+    log('Cannot %(what)s from node %(node)s (%(error)s: %(reason)s); '
+        'counting as upstream does until it works again',
+        {'what': what, 'node': nodename, 'error': type(error).__name__,
+         'reason': error})
+    setattr(tracker, flag, True)
+
+
+def _log_new_at_info(tracker, store, nodename, found, message, values):
+    """Log each found (migration, instance) at INFO once, then at DEBUG.
+
+    :param store: the tracker's attribute: nodename -> uuids logged
+    :param values: callable migration -> ``message``'s values
+    """
+    logged = tracker.__dict__.setdefault(store, {})
+    before = logged.get(nodename, ())
+    for migration, instance in found:
+        log = LOG.debug if migration.uuid in before else LOG.info
+        log(message, values(migration), instance=instance)
+    logged[nodename] = set(migration.uuid for migration, _i in found)
+
+
 class SourceWindowTracker(object):
     """Tracker side: count reverting instances until they are back."""
 
     #: (context, nodename) of the running periodic task, or None
     _nrl_node = None
-    #: nodename -> uuids of the migrations logged at INFO already
-    _nrl_logged = None
-    #: True while the look-up fails (logged once, then at DEBUG)
+    #: True while the source's look-up, or the destination's read of a
+    #: migration, fails
     _nrl_failing = False
-    #: True while the destination's read of a migration fails
     _nrl_dest_failing = False
 
     # NOTE: the memory of the node's outgoing resizes is written by RPC
@@ -161,8 +175,9 @@ class SourceWindowTracker(object):
         """Upstream's periodic body, under the installed tracker's lock."""
         self._nrl_node = (context, resources['hypervisor_hostname'])
         try:
-            return _upstream('_update_available_resource')(
-                self, context, resources, startup=startup)
+            upstream = inspect.unwrap(
+                resource_tracker.ResourceTracker._update_available_resource)
+            return upstream(self, context, resources, startup=startup)
         finally:
             self._nrl_node = None
 
@@ -188,41 +203,30 @@ class SourceWindowTracker(object):
 
         Empty if the read fails, so that the node counts as upstream's.
         """
-        found = {}
+        found = []
         try:
-            candidates = [i for i in instances if _reverting(i)]
-            for instance in candidates:
-                migration = self._nrl_migration_of(context, instance)
-                if _given_back(migration, self.host, nodename):
-                    found[instance.uuid] = migration
+            for instance in instances:
+                if _reverting(instance):
+                    migration = self._nrl_migration_of(context, instance)
+                    if _given_back(migration, self.host, nodename):
+                        found.append((migration, instance))
         except Exception as e:
-            log = LOG.debug if self._nrl_dest_failing else LOG.warning
-            log('Cannot read the migration of a revert from node %(node)s '
-                '(%(error)s: %(reason)s); counting as upstream does until '
-                'it works again', {'node': nodename,
-                                   'error': type(e).__name__, 'reason': e})
-            self._nrl_dest_failing = True
+            _read_failed(self, '_nrl_dest_failing', nodename,
+                         'read the migration of a revert', e)
             return {}
         if self._nrl_dest_failing:
             LOG.info('The migrations of reverts from node %s can be read '
                      'again', nodename)
             self._nrl_dest_failing = False
-        logged = self.__dict__.setdefault('_nrl_dest_logged', {})
-        current = set()
-        for instance in candidates:
-            migration = found.get(instance.uuid)
-            if migration is None:
-                continue
-            current.add(migration.uuid)
-            log = (LOG.debug if migration.uuid in logged.get(nodename, ())
-                   else LOG.info)
-            log('Not counting the instance on node %(node)s: its revert '
-                'dropped the claim here (migration %(migration)s); its '
-                'source %(source)s counts it until it is back',
-                {'node': nodename, 'migration': migration.uuid,
-                 'source': migration.source_compute}, instance=instance)
-        logged[nodename] = current
-        return found
+        _log_new_at_info(
+            self, '_nrl_dest_logged', nodename, found,
+            'Not counting the instance on node %(node)s: its revert '
+            'dropped the claim here (migration %(migration)s); its '
+            'source %(source)s counts it until it is back',
+            lambda migration: {'node': nodename, 'migration': migration.uuid,
+                               'source': migration.source_compute})
+        return dict((instance.uuid, migration)
+                    for migration, instance in found)
 
     def _pair_instances_to_migrations(self, migrations, instance_by_uuid):
         """Count what upstream's two reads missed (see the module doc).
@@ -270,18 +274,21 @@ class SourceWindowTracker(object):
         except Exception as e:
             # NOTE: the look-up only adds usage that upstream forgets; it
             # must never cost the periodic task itself, nor flood the log.
-            log = LOG.debug if self._nrl_failing else LOG.warning
-            log('Cannot look up reverted migrations from node %(node)s '
-                '(%(error)s: %(reason)s); counting as upstream does until '
-                'it works again', {'node': nodename,
-                                   'error': type(e).__name__, 'reason': e})
-            self._nrl_failing = True
+            _read_failed(self, '_nrl_failing', nodename,
+                         'look up reverted migrations', e)
             return []
         if self._nrl_failing:
             LOG.info('The look-up of reverted migrations from node %s '
                      'works again', nodename)
             self._nrl_failing = False
-        self._nrl_log(nodename, found)
+        _log_new_at_info(
+            self, '_nrl_logged', nodename, found,
+            'Counting migration %(migration)s on its source node '
+            '%(node)s while the revert brings the instance back from '
+            '%(dest)s',
+            lambda migration: {'migration': migration.uuid,
+                               'node': migration.source_node,
+                               'dest': migration.dest_compute})
         return found
 
     def _nrl_left(self, nodename, migrations, instance_by_uuid):
@@ -381,23 +388,6 @@ class SourceWindowTracker(object):
                 and instance.launched_at is not None and
                 migration.updated_at is not None and
                 instance.launched_at >= migration.updated_at)
-
-    def _nrl_log(self, nodename, found):
-        """INFO once per migration, DEBUG on later periodic runs."""
-        if self._nrl_logged is None:
-            self._nrl_logged = {}
-        logged = self._nrl_logged.setdefault(nodename, set())
-        current = set()
-        for migration, instance in found:
-            current.add(migration.uuid)
-            log = LOG.debug if migration.uuid in logged else LOG.info
-            log('Counting migration %(migration)s on its source node '
-                '%(node)s while the revert brings the instance back from '
-                '%(dest)s', {'migration': migration.uuid,
-                             'node': migration.source_node,
-                             'dest': migration.dest_compute},
-                instance=instance)
-        self._nrl_logged[nodename] = current
 
 
 def _argument(args, kwargs, name, position):
