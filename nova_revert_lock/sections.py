@@ -29,6 +29,9 @@ from nova_revert_lock.audit import rows
 _LOCK = threading.Lock()
 #: the latest hold times kept per kind of section, for the percentiles
 _HOLD_SAMPLES = 1024
+#: a node's periodic task, before its first run ended
+_NOT_RUN = {'outcome': None, 'at': None, 'error': None, 'runs': 0,
+            'failed_in_a_row': 0, 'last_ok_at': None, 'running_since': None}
 
 
 class _Counters(object):
@@ -36,32 +39,22 @@ class _Counters(object):
         self.reset()
 
     def reset(self):
-        self.entered = 0
-        self.errors = 0
-        self.errors_by_kind = {}
+        # per kind of section: entered, raised, longest and latest holds
+        self.by_kind = collections.Counter()
+        self.errors_by_kind = collections.Counter()
+        self.max_by_kind = collections.defaultdict(float)
+        self.samples = collections.defaultdict(
+            lambda: collections.deque(maxlen=_HOLD_SAMPLES))
         #: node -> what its latest periodic task did (periodic_ran)
         self.periodic = {}
-        self.max_hold_ms = 0.0
-        self.by_kind = {}
-        self.max_by_kind = {}
-        self.samples = {}
 
     def record(self, kind, held_ms, failed):
         with _LOCK:
-            self.entered += 1
-            self.by_kind[kind] = self.by_kind.get(kind, 0) + 1
+            self.by_kind[kind] += 1
             if failed:
-                self.errors += 1
-                self.errors_by_kind[kind] = (
-                    self.errors_by_kind.get(kind, 0) + 1)
-            self.max_hold_ms = max(self.max_hold_ms, held_ms)
-            self.max_by_kind[kind] = max(self.max_by_kind.get(kind, 0.0),
-                                         held_ms)
-            latest = self.samples.get(kind)
-            if latest is None:
-                latest = self.samples[kind] = collections.deque(
-                    maxlen=_HOLD_SAMPLES)
-            latest.append(held_ms)
+                self.errors_by_kind[kind] += 1
+            self.max_by_kind[kind] = max(self.max_by_kind[kind], held_ms)
+            self.samples[kind].append(held_ms)
 
 
 COUNTERS = _Counters()
@@ -93,9 +86,7 @@ def periodic_started(nodename):
     """
     now = _now()
     with _LOCK:
-        entry = COUNTERS.periodic.setdefault(nodename, {
-            'outcome': None, 'at': None, 'error': None, 'runs': 0,
-            'failed_in_a_row': 0, 'last_ok_at': None})
+        entry = COUNTERS.periodic.setdefault(nodename, dict(_NOT_RUN))
         entry['running_since'] = now
 
 
@@ -108,8 +99,7 @@ def periodic_ran(nodename, error=None):
     """
     now = _now()
     with _LOCK:
-        last = COUNTERS.periodic.get(nodename) or {
-            'runs': 0, 'failed_in_a_row': 0, 'last_ok_at': None}
+        last = COUNTERS.periodic.get(nodename, _NOT_RUN)
         entry = {'runs': last['runs'] + 1, 'at': now,
                  'last_ok_at': last['last_ok_at'], 'running_since': None}
         if error is None:
@@ -131,13 +121,6 @@ def percentile(values, p):
     return values[max(0, min(len(values), rank) - 1)]
 
 
-def _holds(latest, longest):
-    return {'n': len(latest),
-            'p50': round(percentile(latest, 50), 3),
-            'p99': round(percentile(latest, 99), 3),
-            'max': round(longest, 3)}
-
-
 def snapshot():
     """A plain dict of the counters, safe to send over RPC.
 
@@ -146,10 +129,11 @@ def snapshot():
     """
     with _LOCK:
         status = {
-            'critical_sections': COUNTERS.entered,
+            'critical_sections': sum(COUNTERS.by_kind.values()),
             'critical_sections_by_kind': dict(COUNTERS.by_kind),
-            'max_lock_hold_ms': round(COUNTERS.max_hold_ms, 3),
-            'critical_section_errors': COUNTERS.errors,
+            'max_lock_hold_ms': round(
+                max(COUNTERS.max_by_kind.values(), default=0.0), 3),
+            'critical_section_errors': sum(COUNTERS.errors_by_kind.values()),
             'critical_section_errors_by_kind': dict(COUNTERS.errors_by_kind),
             'periodic_by_node': {node: dict(entry) for node, entry
                                  in COUNTERS.periodic.items()},
@@ -158,5 +142,8 @@ def snapshot():
         longest = dict(COUNTERS.max_by_kind)
     # NOTE: sorted outside the lock: sections wait for it, not for this.
     status['lock_hold_ms_by_kind'] = {
-        kind: _holds(held, longest[kind]) for kind, held in latest.items()}
+        kind: {'n': len(held), 'p50': round(percentile(held, 50), 3),
+               'p99': round(percentile(held, 99), 3),
+               'max': round(longest[kind], 3)}
+        for kind, held in latest.items()}
     return status
