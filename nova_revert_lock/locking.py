@@ -35,12 +35,6 @@ class UnknownLock(Exception):
     """The installed tracker does not lock the way we can reproduce."""
 
 
-def _reference_wrapper_code():
-    """The code object of lockutils.synchronized's inner wrapper."""
-    return lockutils.synchronized('nova-revert-lock-probe')(
-        lambda: None).__code__
-
-
 class LockSpec(object):
     """The arguments one ``lockutils.synchronized`` wrapper was made with.
 
@@ -80,8 +74,9 @@ def lock_of(func):
     :raises UnknownLock: if ``func`` is not such a wrapper
     """
     func = getattr(func, '__func__', func)
-    code = getattr(func, '__code__', None)
-    if code is None or code is not _reference_wrapper_code():
+    # every lockutils.synchronized wrapper shares one code object
+    wrapper = lockutils.synchronized('nova-revert-lock-probe')(lambda: None)
+    if getattr(func, '__code__', None) is not wrapper.__code__:
         raise UnknownLock('%r is not wrapped by lockutils.synchronized'
                           % (func,))
     closure = inspect.getclosurevars(func).nonlocals
