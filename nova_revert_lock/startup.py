@@ -28,31 +28,32 @@ Nova           concurrency set up by
 =============  ==========================================================
 
 So importing ``nova.cmd.compute``, as the console script does, sets
-concurrency up as the release wants it: Nova itself honours
-``OS_NOVA_DISABLE_EVENTLET_PATCHING`` and (34.x on) ``[DEFAULT]
-concurrency_backend``. :func:`recognise` checks, reading Nova's source,
-that the installed Nova is one of these shapes.
+concurrency up as the release wants it (Nova itself honours
+``OS_NOVA_DISABLE_EVENTLET_PATCHING`` and, 34.x on, ``[DEFAULT]
+concurrency_backend``). :func:`recognise` checks from Nova's source that
+it is one of these shapes.
 
 NOTE: only the standard library may be imported here: this runs before
 Nova sets up concurrency.
 """
 
 import ast
+import collections
 import importlib
 import importlib.util
 import os
 import sys
 
-ENTRY_MODULE = 'nova.cmd.compute'
-ENTRY_POINT = ENTRY_MODULE + ':main'
-
-#: concurrency is set up on import of the ``nova.cmd`` package (<= 32.x)
+#: where concurrency is set up: on import of the ``nova.cmd`` package
+#: (<= 32.x), or by ``nova/cmd/compute.py`` itself (33.x on)
 PACKAGE = 'nova.cmd'
-#: concurrency is set up by ``nova/cmd/compute.py`` itself (33.x on)
 MODULE = 'nova.cmd.compute'
+ENTRY_POINT = MODULE + ':main'
 
 EVENTLET = 'eventlet'
 THREADING = 'threading'
+
+_PATCH = ast.dump(ast.parse('monkey_patch.patch', mode='eval').body)
 
 EXPECTED = (
     "concurrency set up either on import of the nova.cmd package "
@@ -72,29 +73,15 @@ class UnrecognisedEntryPoint(Exception):
     """The installed Nova starts nova-compute in a way we do not know."""
 
 
-class EntryPoint(object):
+class EntryPoint(collections.namedtuple(
+        'EntryPoint', 'shape default_backend path version')):
     """How the installed Nova's nova-compute sets up concurrency.
 
-    :ivar shape: :data:`PACKAGE` or :data:`MODULE`
-    :ivar default_backend: :data:`EVENTLET` or :data:`THREADING`, as Nova's
-        code asks when nothing in the environment or configuration does
-    :ivar path: the file that sets it up
-    :ivar version: the installed Nova release, or None
+    ``shape`` is :data:`PACKAGE` or :data:`MODULE`, ``default_backend`` the
+    one Nova's code asks for when nothing in the environment or
+    configuration does, ``path`` the file that sets it up and ``version``
+    the installed Nova release (or None).
     """
-
-    def __init__(self, shape, default_backend, path, version=None):
-        self.shape = shape
-        self.default_backend = default_backend
-        self.path = path
-        self.version = version
-
-    def describe(self):
-        return '%s sets up concurrency (default %s)' % (
-            self.shape, self.default_backend)
-
-    def __repr__(self):
-        return '<EntryPoint %s default=%s nova=%s>' % (
-            self.shape, self.default_backend, self.version)
 
 
 def nova_version():
@@ -117,21 +104,20 @@ def _console_script():
     try:
         from importlib import metadata
     except ImportError:  # Python < 3.8
-        try:
+        metadata = None
+    try:
+        if metadata is None:
             import pkg_resources
             ep = pkg_resources.get_entry_info(
                 'nova', 'console_scripts', 'nova-compute')
-        except Exception:  # noqa: BLE001
-            return None
-        return None if ep is None else '%s:%s' % (
-            ep.module_name, '.'.join(ep.attrs))
-    try:
-        entry_points = metadata.distribution('nova').entry_points
-    except Exception:  # noqa: BLE001
-        return None
-    for ep in entry_points:
-        if ep.group == 'console_scripts' and ep.name == 'nova-compute':
-            return ep.value.replace(' ', '')
+            if ep is not None:
+                return '%s:%s' % (ep.module_name, '.'.join(ep.attrs))
+        else:
+            for ep in metadata.distribution('nova').entry_points:
+                if (ep.group, ep.name) == ('console_scripts', 'nova-compute'):
+                    return ep.value.replace(' ', '')
+    except Exception:  # noqa: BLE001 - any failure means "don't know"
+        pass
     return None
 
 
@@ -166,11 +152,7 @@ def _string(node):
 
 def _body(tree):
     """Module statements, without the docstring."""
-    body = list(tree.body)
-    if (body and isinstance(body[0], ast.Expr) and
-            _string(body[0].value) is not None):
-        body = body[1:]
-    return body
+    return tree.body[1:] if ast.get_docstring(tree) is not None else tree.body
 
 
 def _imports_monkey_patch(node):
@@ -187,28 +169,21 @@ def _imports_monkey_patch(node):
 
 def _patch_call(node):
     """The ``monkey_patch.patch(...)`` call a statement is, or None."""
-    if not isinstance(node, ast.Expr) or not isinstance(node.value,
-                                                        ast.Call):
-        return None
-    func = node.value.func
-    if (isinstance(func, ast.Attribute) and func.attr == 'patch' and
-            isinstance(func.value, ast.Name) and
-            func.value.id == 'monkey_patch'):
+    if (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and
+            ast.dump(node.value.func) == _PATCH):
         return node.value
     return None
 
 
 def _backend_of(call):
     """The backend a ``patch()`` call asks for, or None if not a literal."""
-    args = list(call.args)
-    values = [kw.value for kw in call.keywords if kw.arg == 'backend']
-    if len(args) + len(values) > 1 or any(kw.arg != 'backend'
-                                          for kw in call.keywords):
+    if any(kw.arg != 'backend' for kw in call.keywords):
         return None
-    if not args and not values:
+    given = call.args + [kw.value for kw in call.keywords]
+    if not given:
         return EVENTLET  # patch()'s own default
-    text = _string((args + values)[0])
-    return text if text in (EVENTLET, THREADING) else None
+    backend = _string(given[0]) if len(given) == 1 else None
+    return backend if backend in (EVENTLET, THREADING) else None
 
 
 def _package_shape(tree):
@@ -293,7 +268,7 @@ def recognise(nova_dir=None, console_script=None, version=None):
 
 def import_entry_module():
     """Import ``nova.cmd.compute``, letting the release set up concurrency."""
-    return importlib.import_module(ENTRY_MODULE)
+    return importlib.import_module(MODULE)
 
 
 def running_backend():
