@@ -38,8 +38,10 @@ EXIT_UNRECOGNISED = 4
 PROG = 'nova-compute-revert-lock'
 
 
-def _fail(message):
+def _fail(message, code):
+    """Tell the operator why on stderr; return the exit code."""
     sys.stderr.write('%s: %s\n' % (PROG, message))
+    return code
 
 
 def start_concurrency():
@@ -47,11 +49,9 @@ def start_concurrency():
     try:
         entry_point = startup.recognise()
     except startup.NovaNotFound as e:
-        _fail('%s' % e)
-        return EXIT_CONFIG, None
+        return _fail(e, EXIT_CONFIG), None
     except startup.UnrecognisedEntryPoint as e:
-        _fail('%s' % e)
-        return EXIT_UNRECOGNISED, None
+        return _fail(e, EXIT_UNRECOGNISED), None
     return entry_point, startup.import_entry_module()
 
 
@@ -80,12 +80,11 @@ def prepare(argv, entry_point=None):
     try:
         CONF = _parse_config(argv)
     except cfg.Error as e:
-        _fail('configuration: %s' % e)
-        return EXIT_CONFIG
+        return _fail('configuration: %s' % e, EXIT_CONFIG)
     except ImportError as e:
-        _fail('Nova cannot be imported here (%s). Install nova-revert-lock '
-              'into the same Python environment as nova-compute.' % e)
-        return EXIT_CONFIG
+        return _fail('Nova cannot be imported here (%s). Install '
+                     'nova-revert-lock into the same Python environment as '
+                     'nova-compute.' % e, EXIT_CONFIG)
     from oslo_log import log as logging
 
     from nova_revert_lock import activation
@@ -103,14 +102,12 @@ def prepare(argv, entry_point=None):
         report = activation.activate(CONF)
     except exception.RevertLockError as e:
         LOG.error('nova-revert-lock: %s', e)
-        _fail('%s' % e)
-        return EXIT_CONFIG
+        return _fail(e, EXIT_CONFIG)
     if report.state == nrl_report.REFUSED:
         message = activation.describe_refusal(report)
         if CONF.revert_lock.on_unknown_code == 'fail':
             LOG.error('%s', message)
-            _fail(message)
-            return EXIT_REFUSED
+            return _fail(message, EXIT_REFUSED)
         LOG.error('Starting nova-compute WITHOUT the fix for bug 1879878 '
                   '([revert_lock] on_unknown_code = warn): %s', message)
     return None
