@@ -21,7 +21,7 @@ the manager as this module's ``RevertLockComputeManager`` and points
 When nothing is composed on an ``already-fixed`` or ``incomplete`` Nova,
 the manager gets the status endpoint only, so that ``nova-revert-lock
 status`` can tell that host's state; a refusal or ``[revert_lock] enabled
-= false`` leaves nova-compute's manager alone.
+= false`` leaves nova-compute's manager as shipped (the audit says so).
 """
 
 from oslo_config import cfg
@@ -49,10 +49,6 @@ class _Active(object):
 
 
 _ACTIVE = _Active()
-
-
-def _config_key(group):
-    return (group.enabled, tuple(group.mixins), group.on_unknown_code)
 
 
 def _configured_manager():
@@ -87,12 +83,7 @@ def build(conf=None):
 
 
 def _status_only_manager(report):
-    """For a report that patches nothing: the class to register, or None.
-
-    Already fixed or incomplete: the status endpoint alone, so the host
-    still answers ``nova-revert-lock status``. Refused or disabled: None,
-    nova-compute runs as shipped (and the audit says so).
-    """
+    """The status endpoint alone, for an already-fixed or incomplete host."""
     if report.state not in (nrl_report.ALREADY_FIXED, nrl_report.INCOMPLETE):
         return None
     try:
@@ -117,7 +108,8 @@ def activate(conf=None):
     conf = cfg.CONF if conf is None else conf
     nrl_conf.register_opts(conf)
     try:
-        key = _config_key(conf.revert_lock)
+        group = conf.revert_lock
+        key = (group.enabled, tuple(group.mixins), group.on_unknown_code)
     except (cfg.ConfigFileValueError, ValueError) as e:
         raise exception.ConfigurationError(
             'invalid value in [revert_lock]: %s' % e)
@@ -129,9 +121,7 @@ def activate(conf=None):
     # guard reads the manager ours replaced, see _configured_manager).
     report = build(conf)
     deactivate()
-    manager = report.manager
-    if manager is None:
-        manager = _status_only_manager(report)
+    manager = report.manager or _status_only_manager(report)
     if manager is not None:
         _register(manager, report)
     _ACTIVE.key, _ACTIVE.report = key, report
@@ -204,6 +194,8 @@ def _log(report):
 
 def describe_refusal(report):
     """One paragraph for an operator: what did not match, what to do."""
+    from nova_revert_lock.guard import fingerprint_table
+    known = fingerprints.sorted_releases(fingerprint_table.SURVEYED_RELEASES)
     return (
         'nova-revert-lock refused to patch Nova %(version)s (%(series)s): '
         '%(problems)s. The mixins only replace code they have verified, '
@@ -215,10 +207,4 @@ def describe_refusal(report):
         'unpatched.' % {
             'version': report.nova_version, 'series': report.series,
             'problems': '; '.join(report.problems),
-            'known': _surveyed_range()})
-
-
-def _surveyed_range():
-    from nova_revert_lock.guard import fingerprint_table
-    rel = fingerprints.sorted_releases(fingerprint_table.SURVEYED_RELEASES)
-    return '%s to %s' % (rel[0], rel[-1]) if rel else 'none'
+            'known': '%s to %s' % (known[0], known[-1]) if known else 'none'})
