@@ -48,15 +48,11 @@ BUG_OPEN = 'open'
 class ActivationReport(object):
     """What :func:`~nova_revert_lock.activation.activate` found and did.
 
-    :ivar state: one of the states above (a str); mixins whose feature this
-        Nova lacks are left out (``not_applicable``), and if that leaves
-        nothing the state is ``refused``
-    :ivar series: the series of ``nova_version`` (``'ussuri'``), or
-        ``'unknown'``
+    :ivar state: one of the states above
+    :ivar series: of ``nova_version`` (``'ussuri'``), or ``'unknown'``
     :ivar mixins: the mixins applied; on ``already-fixed`` only the extras
         (``fixes.is_extra``), if any
-    :ivar problems: why refused, for an operator
-    :ivar warnings: why an extra was left out, for an operator
+    :ivar problems: why refused; ``warnings``: why an extra was left out
     :ivar missing: the bug 1879878 mixins this Nova needs that
         ``[revert_lock] mixins`` leaves out (state ``incomplete``)
     :ivar checks: a :class:`~.guard.decision.MixinCheck` per mixin named
@@ -135,22 +131,14 @@ class ActivationReport(object):
         return out
 
     def to_dict(self):
-        return {
-            'state': self.state,
-            'bugs': collections.OrderedDict(
-                (bug, status) for bug, (status, _why) in self.bugs.items()),
-            'nova_version': self.nova_version,
-            'series': self.series,
-            'mixins': self.mixins,
-            'fixed_upstream': self.fixed_upstream,
-            'not_applied': self.not_applied,
-            'not_applicable': self.not_applicable,
-            'problems': self.problems,
-            'warnings': self.warnings,
-            'missing': self.missing,
-            'lock': self.lock,
-            'checks': [c.to_dict() for c in self.checks],
-        }
+        data = {name: getattr(self, name) for name in (
+            'state', 'nova_version', 'series', 'mixins', 'fixed_upstream',
+            'not_applied', 'not_applicable', 'problems', 'warnings',
+            'missing', 'lock')}
+        data['bugs'] = collections.OrderedDict(
+            (bug, status) for bug, (status, _why) in self.bugs.items())
+        data['checks'] = [c.to_dict() for c in self.checks]
+        return data
 
     def __repr__(self):
         return '<ActivationReport %s nova=%s mixins=%s problems=%d>' % (
