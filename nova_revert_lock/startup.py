@@ -53,6 +53,7 @@ ENTRY_POINT = MODULE + ':main'
 EVENTLET = 'eventlet'
 THREADING = 'threading'
 
+#: ``monkey_patch.patch`` as a syntax tree dumps it
 _PATCH = ast.dump(ast.parse('monkey_patch.patch', mode='eval').body)
 
 EXPECTED = (
@@ -277,11 +278,8 @@ def running_backend():
     Eventlet counts only if it patched the standard library: 32.x and 33.x
     import it even when they do not patch.
     """
-    eventlet = sys.modules.get('eventlet')
-    if eventlet is None:
-        return THREADING
     try:
-        patched = eventlet.patcher.is_monkey_patched('thread')
-    except Exception:  # noqa: BLE001
+        patched = sys.modules['eventlet'].patcher.is_monkey_patched('thread')
+    except Exception:  # noqa: BLE001 - not imported (KeyError), or broken
         patched = False
     return EVENTLET if patched else THREADING
