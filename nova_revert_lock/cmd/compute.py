@@ -92,12 +92,10 @@ def prepare(argv, entry_point=None):
     LOG = logging.getLogger(__name__)
     if entry_point is not None:
         LOG.info('nova-revert-lock: Nova %(version)s: concurrency set up by '
-                 '%(shape)s (release default %(default)s); running with '
-                 '%(running)s',
-                 {'version': entry_point.version,
-                  'shape': entry_point.shape,
-                  'default': entry_point.default_backend,
-                  'running': startup.running_backend()})
+                 '%(shape)s (release default %(default_backend)s); running '
+                 'with %(running)s',
+                 dict(entry_point._asdict(),
+                      running=startup.running_backend()))
     try:
         report = activation.activate(CONF)
     except exception.RevertLockError as e:
