@@ -52,7 +52,8 @@ class ActivationReport(object):
     :ivar series: of ``nova_version`` (``'ussuri'``), or ``'unknown'``
     :ivar mixins: the mixins applied; on ``already-fixed`` only the extras
         (``fixes.is_extra``), if any
-    :ivar problems: why refused; ``warnings``: why an extra was left out
+    :ivar problems: why refused, for an operator
+    :ivar warnings: why an extra was left out, for an operator
     :ivar missing: the bug 1879878 mixins this Nova needs that
         ``[revert_lock] mixins`` leaves out (state ``incomplete``)
     :ivar checks: a :class:`~.guard.decision.MixinCheck` per mixin named
@@ -97,10 +98,9 @@ class ActivationReport(object):
 
     @property
     def bugs(self):
-        """{bug: (what the host is to it, why)} for each bug of the family.
+        """{bug: (what the host is to it, why)} for each of ``fixes.BUGS``.
 
-        A mixin of the bug (``fixes.BUGS``) left out or not checked at all
-        leaves the host open to it, and the reason says which.
+        Any of a bug's mixins left out or not checked leaves the host open.
         """
         by_name = dict((c.name, c) for c in self.checks)
         out = collections.OrderedDict()
