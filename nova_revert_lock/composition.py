@@ -41,16 +41,12 @@ LOG = logging.getLogger(__name__)
 class TrackerSwap(object):
     """Give the composed manager its tracker subclass.
 
-    A vendor's tracker subclass is composed over in the same way (once per
-    class), unless it overrides a function the mixins replace or rely on:
-    then the manager refuses to start
-    (:class:`~nova_revert_lock.exception.ForeignTracker`) rather than drop
-    or bypass that override.
+    A vendor's tracker subclass is composed over in the same way, unless
+    it overrides a function the mixins replace or rely on: then the
+    manager refuses to start rather than drop or bypass that override.
     """
 
-    #: set by :func:`compose`: the tracker mixins, the namespace, the
-    #: functions a foreign tracker may not override (name -> mixins), and
-    #: tracker class -> composed subclass
+    #: set by :func:`compose`
     _nrl_tracker_mixins = ()
     _nrl_tracker_namespace = None
     _nrl_tracker_guarded = None
@@ -59,11 +55,10 @@ class TrackerSwap(object):
     def __init__(self, *args, **kwargs):
         super(TrackerSwap, self).__init__(*args, **kwargs)
         # NOTE: the one class change of a live object this package makes.
-        # ComputeManager.__init__ builds its tracker itself, with no class
-        # to pass in and arguments that vary by release: the object keeps
-        # its state and gets the composed subclass of its own class, which
-        # only adds methods. A tracker mixin with state of its own sets it
-        # up in _nrl_adopt, called once here.
+        # ComputeManager.__init__ builds its tracker itself, with arguments
+        # that vary by release: the object keeps its state and gets the
+        # composed subclass of its own class, which only adds methods. A
+        # tracker mixin with state of its own sets it up in _nrl_adopt.
         self.rt.__class__ = self._nrl_tracker_for(type(self.rt))
         adopt = getattr(self.rt, '_nrl_adopt', None)
         if adopt is not None:
@@ -89,8 +84,7 @@ class PeriodicObserver(object):
     """First base of every composed tracker: how each periodic task ended.
 
     Nova's manager logs what ``update_available_resource`` raises and goes
-    on; :func:`~nova_revert_lock.sections.periodic_ran` keeps it for the
-    status endpoint. It observes, takes no lock and changes nothing.
+    on; this keeps it for the status endpoint, and takes no lock.
     """
 
     def update_available_resource(self, *args, **kwargs):
@@ -114,10 +108,7 @@ def _tracker_subclass(tracker_cls, tracker_mixins, namespace):
 
 
 def _check_tracker_class(tracker_cls, guarded):
-    """Raise ForeignTracker if the mixins cannot be composed over it.
-
-    :param guarded: from :func:`_guarded_tracker_functions`
-    """
+    """Raise ForeignTracker if the mixins cannot be composed over it."""
     from nova.compute import resource_tracker
     stock = resource_tracker.ResourceTracker
     name = '%s.%s' % (tracker_cls.__module__, tracker_cls.__qualname__)
@@ -156,24 +147,20 @@ def compose(manager_cls, applied, lock):
     stock = resource_tracker.ResourceTracker
 
     impls = [spec.implementation(check.series) for spec, check in applied]
-    # NOTE: mixins for different callers of the same locked tracker method
-    # (same-cell and cross-cell confirm both need drop_move_claim_at_source)
-    # share its tracker class; a class may appear only once in the bases.
-    # A tracker mixin that defers a call of upstream's periodic body
-    # (incoming_migration_context) comes first, so that the others'
-    # extensions of that call run when it runs; the sort is stable.
+    # NOTE: mixins may share a tracker class (confirm and cross-cell
+    # confirm), which may appear only once in the bases. A tracker mixin
+    # deferring a call of upstream's periodic body comes first, so that
+    # the others' extensions of that call run when it runs (stable sort).
     tracker_mixins = tuple(sorted(
         collections.OrderedDict.fromkeys(i.tracker for i in impls
                                          if i.tracker),
         key=lambda m: not getattr(m, '_nrl_tracker_first', False)))
     namespace = {'__module__': __name__}
     if not hasattr(stock, '_drop_move_claim'):
-        # NOTE: the body of the installed drop_move_claim without its lock
-        # (the guard checked it is the code we know, and that it takes no
-        # lock itself). The lock is not reentrant, so code already holding
-        # it must call this, as upstream's fix calls _drop_move_claim. A
-        # Nova with upstream's fix has its own, which its drop_move_claim
-        # calls: replacing that one with this body would recurse.
+        # NOTE: the installed drop_move_claim's body without its lock (the
+        # guard checked it is the code we know). The lock is not reentrant,
+        # so code holding it calls this, as upstream's fix calls its own
+        # _drop_move_claim, which must not be replaced: it would recurse.
         namespace['_drop_move_claim'] = inspect.unwrap(
             stock.__dict__['drop_move_claim'])
     for mixin in tracker_mixins:
@@ -195,9 +182,8 @@ def compose(manager_cls, applied, lock):
 def _guarded_tracker_functions(applied, namespace):
     """Tracker functions a foreign tracker class must not override.
 
-    Those the mixins replace or rely on, those whose lock is read
-    (:data:`~nova_revert_lock.fixes.LOCK_REFS`), those the composed tracker
-    defines; as a dict name -> sorted names of the mixins needing it.
+    Those the mixins replace, rely on or define, and those whose lock is
+    read; as a dict name -> sorted names of the mixins needing it.
     """
     prefix = 'nova.compute.resource_tracker:ResourceTracker.'
     guarded = collections.defaultdict(set)
