@@ -12,22 +12,13 @@
 
 """What each fix is: one declaration per mixin, importing no Nova.
 
-A :class:`Fix` says what a mixin fixes (bugs, upstream's commit), which
-upstream functions it replaces and relies on, how a release that already
-carries upstream's fix is recognised from its code, from which release
-the feature it fixes exists, and on which releases each implementation
-was verified. Everything else is derived from :data:`FIXES`: the default
-of ``[revert_lock] mixins``, the bug table, the support and bug matrices
+Everything else is derived from :data:`FIXES`: the default of
+``[revert_lock] mixins``, the bug table, the support and bug matrices
 (:mod:`nova_revert_lock.guard.matrix`), the fingerprint survey
 (``tools/survey_fingerprints.py``, which reads this module without
-importing Nova) and the docs' tables.
-
-The implementations (the classes) live in :mod:`nova_revert_lock.mixins`,
-one module per fix, found through the stevedore namespace
-:data:`NAMESPACE`; ``setup.cfg`` names one entry point per declaration (a
-unit test keeps the two equal). Adding a fix is a declaration here, its
-module, its entry point, its tests and its docs page: see the contributor
-guide.
+importing Nova) and the docs' tables. The implementations live in
+:mod:`nova_revert_lock.mixins`, one module per fix, each an entry point
+of :data:`NAMESPACE` in ``setup.cfg`` (a unit test keeps the two equal).
 """
 
 import collections
@@ -36,16 +27,14 @@ import collections
 NAMESPACE = 'nova_revert_lock.compute_mixins'
 
 #: A fix of bug 1879878 itself: where it cannot apply the activation is
-#: refused (strict), since a host with half of it is not protected.
+#: refused, since a host with half of it is not protected.
 CORE = 'core'
-#: Fixes what upstream left open; it also applies to a Nova that carries
-#: upstream's 1879878 fix.
+#: Fixes what upstream left open, also on a Nova with upstream's fix.
 BEYOND_UPSTREAM = 'beyond-upstream'
 #: Fixes a sibling race of bug 1879878.
 FAMILY = 'family'
 #: Extras (every kind but CORE) are admitted one by one: whatever keeps
-#: one out leaves it out alone, with a warning, and never costs the host
-#: the fix for bug 1879878 or the other mixins.
+#: one out leaves it out alone, with a warning.
 KINDS = (CORE, BEYOND_UPSTREAM, FAMILY)
 
 _CM = 'nova.compute.manager:ComputeManager.'
@@ -57,10 +46,9 @@ _MIGRATIONS = 'nova.objects.migration:MigrationList.'
 _INSTANCES = 'nova.objects.instance:InstanceList.'
 _VM_STATES = 'nova.compute.vm_states:'
 
-#: One part of an upstream fix, as the guard recognises it from the code
-#: (:mod:`nova_revert_lock.guard.recognise`): function ``ref``, or a
-#: method of its class it reaches through ``self``, ``does`` (``calls``,
-#: ``assigns``, ``refers``, ``decorated``) ``name``.
+#: One part of an upstream fix (:mod:`nova_revert_lock.guard.recognise`):
+#: function ``ref``, or a method of its class it reaches through ``self``,
+#: ``does`` (``calls``, ``assigns``, ``refers``, ``decorated``) ``name``.
 Does = collections.namedtuple('Does', ['ref', 'does', 'name'])
 
 #: One fix. See :func:`declare` for the fields.
@@ -79,23 +67,20 @@ def declare(name, summary, kind, replaces, relies_on=(), bugs=(),
     :param replaces: the upstream functions the mixin overrides; the guard
         fingerprints them and they must exist
     :param relies_on: the upstream functions whose behaviour it relies on
-        (fingerprinted too; one a release lacks matches the surveyed
-        releases without it)
+        (fingerprinted too; absent where surveyed releases lack it)
     :param bugs: the Launchpad bugs it fixes (none: beyond upstream)
     :param upstream: upstream's fix (commit or Change-Id), or None
     :param fixed_when: the parts of upstream's fix (:class:`Does`); where
         every part holds the mixin stands aside. Anchors are entry points
         upstream does not rename (RPC methods, the periodic task), so that
-        a body moved into a helper is still recognised. Empty: no upstream
-        fix to recognise.
+        a body moved into a helper is still recognised.
     :param applies_from: ``(ref, release)``: the function that came with
         the feature the mixin fixes, and the first release that has it;
         where it is absent there is nothing to fix (not applicable)
     :param verified: {series: (release labels or closed ranges of them)}:
         the code each series' implementation was verified on. The guard
         applies an implementation only where every function it replaces or
-        relies on is code one of these releases ships; code that is merely
-        surveyed is never patched.
+        relies on is code one of these releases ships.
     """
     assert kind in KINDS, kind
     return Fix(name, summary, kind, tuple(bugs), upstream, tuple(replaces),
@@ -104,11 +89,9 @@ def declare(name, summary, kind, replaces, relies_on=(), bugs=(),
 
 
 def _calls_under_lock(entry, tracker_method):
-    """Upstream's 1879878 fix: one critical section, called from ``entry``.
+    """Upstream's 1879878 fix: ``entry`` calls ``tracker_method``.
 
-    The manager's ``entry`` calls the tracker's locked ``tracker_method``,
-    which sets the migration's status and drops the claim through the
-    unlocked ``_drop_move_claim``.
+    That one is locked, sets the status and calls ``_drop_move_claim``.
     """
     return (Does(entry, 'calls', tracker_method),
             Does(_RT + tracker_method, 'decorated', 'synchronized'),
@@ -116,7 +99,6 @@ def _calls_under_lock(entry, tracker_method):
             Does(_RT + tracker_method, 'calls', '_drop_move_claim'))
 
 
-#: I26b050c4 (Victoria) and I29d6f4a7 (Ussuri 21.1.1)
 _1879878 = dict(kind=CORE, bugs=('1879878',),
                 upstream='I26b050c4 (Victoria), I29d6f4a7 (Ussuri 21.1.1)')
 
@@ -137,8 +119,7 @@ FIXES = collections.OrderedDict((fix.name, fix) for fix in (
         fixed_when=_calls_under_lock(_CM + 'confirm_resize',
                                      'drop_move_claim_at_source'),
         verified=_TRAIN_USSURI, **_1879878),
-    # train-eol and 21.1.1+ moved finish_revert_resize's body to
-    # _finish_revert_resize: relied on, absent where a release lacks it.
+    # _finish_revert_resize: finish_revert_resize's body, train-eol, 21.1.1+
     declare(
         'revert',
         'revert (destination): status, claim drop and migration context '
@@ -152,8 +133,7 @@ FIXES = collections.OrderedDict((fix.name, fix) for fix in (
         fixed_when=_calls_under_lock(_CM + 'revert_resize',
                                      'drop_move_claim_at_dest'),
         verified=_TRAIN_USSURI, **_1879878),
-    # Cross-cell resize (Ussuri on): the conductor tasks are relied on for
-    # what they do around the compute calls (mixins/cross_cell_*.py).
+    # Cross-cell: relied on, the conductor tasks around the compute calls.
     declare(
         'cross_cell_confirm',
         'cross-cell confirm (source cell): status, claim drop and '
@@ -191,7 +171,6 @@ FIXES = collections.OrderedDict((fix.name, fix) for fix in (
         applies_from=(_CM + 'revert_snapshot_based_resize_at_dest',
                       '21.0.0'),
         verified={'ussuri': ('21.0.0-21.1.2',)}, **_1879878),
-    # No release closes the window: nothing to recognise.
     declare(
         'source_window',
         'revert: count the instance on the source, not on the destination, '
@@ -240,8 +219,7 @@ FIXES = collections.OrderedDict((fix.name, fix) for fix in (
         # hands the instance over (reading it is not the fix).
         fixed_when=(Does(_CM + 'resize_instance', 'assigns', 'old_flavor'),),
         # Tested on 20.6.1, 21.1.0, 21.1.2, 22.3.0, 23.1.0 and 24.0.0; the
-        # ranges ship the same code for every function the mixin replaces
-        # or relies on (20.0.x do not: their _resize_instance differs).
+        # ranges ship the same code (20.0.x's _resize_instance differs).
         verified={
             'train': ('20.1.0-20.6.1',),
             'ussuri': ('21.0.0-21.2.4',),
@@ -262,8 +240,8 @@ FIXES = collections.OrderedDict((fix.name, fix) for fix in (
                    _CM + '_finish_resize'),
         fixed_when=(Does(_RT + 'update_available_resource', 'calls',
                          'apply_migration_context'),),
-        # Tested on 20.6.1, 21.1.0, 21.1.2, 22.3.0, 23.1.0 and 24.0.0; each
-        # range ships the same code for every function it needs.
+        # Tested on 20.6.1, 21.1.0, 21.1.2, 22.3.0, 23.1.0 and 24.0.0; the
+        # ranges ship the same code.
         verified={
             'train': ('20.0.0-20.6.1', '20.6.1+patches', 'train-eol'),
             'ussuri': ('21.0.0-21.2.4', '21.1.0+patches'),
@@ -293,14 +271,11 @@ FIXES = collections.OrderedDict((fix.name, fix) for fix in (
             Does(_RT + 'finish_evacuation', 'assigns', 'host'),
             Does(_RT + 'finish_evacuation', 'assigns', 'status')),
         # Tested on 20.6.1, 21.1.0 and 21.1.2; the ranges ship the same
-        # code for every function the mixin replaces or relies on. 22.0.0
-        # is affected too, but its rebuild_instance differs and nobody ran
-        # the tests on it: unknown there.
+        # code. 22.0.0's rebuild_instance differs, untested: unknown there.
         verified={
             'train': ('20.0.0-20.6.1',),
             'ussuri': ('21.0.0-21.1.2',),
         }),
-    # No release fixes it: nothing to recognise.
     declare(
         'live_migration_rollback',
         'live migration rollback (destination): the dropped claim stays '
@@ -312,9 +287,7 @@ FIXES = collections.OrderedDict((fix.name, fix) for fix in (
         relies_on=(_CM + '_rollback_live_migration',
                    _CM + '_get_nodename',
                    _RT + 'drop_move_claim'),
-        # Tested on 20.6.1, 21.1.0, 21.1.2, 22.3.0, 23.1.0, 24.0.0, 25.3.0,
-        # 26.2.2 and 31.3.1; identical code elsewhere counts too (the
-        # support matrix lists it).
+        # Tested on each; identical code counts too (see support matrix).
         verified={
             'train': ('20.6.1',),
             'ussuri': ('21.1.0', '21.1.2'),
@@ -359,22 +332,19 @@ FIXES = collections.OrderedDict((fix.name, fix) for fix in (
         }),
 ))
 
-#: Every fix, in application order: the default of ``[revert_lock]
-#: mixins``.
+#: Every fix, in application order: ``[revert_lock] mixins``' default.
 NAMES = tuple(FIXES)
 
 #: The Launchpad bug -> the mixins that fix it, in the order reports list
-#: them. ``source_window`` closes a window no bug report names: it is
-#: reported as a mixin, not as a bug.
+#: them (``source_window`` fixes no reported bug).
 BUGS = collections.OrderedDict()
 for _fix in FIXES.values():
     for _bug in _fix.bugs:
         BUGS[_bug] = BUGS.get(_bug, ()) + (_fix.name,)
 del _fix, _bug
 
-#: The functions whose lock the fix must share: the periodic task that
-#: rebuilds usage, and the claim drop whose body runs inside the new
-#: critical sections.
+#: The functions whose lock the fix must share: the periodic task, and
+#: the claim drop whose body runs inside the new critical sections.
 LOCK_REFS = (_RT + '_update_available_resource', _RT + 'drop_move_claim')
 
 
