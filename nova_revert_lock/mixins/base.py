@@ -31,13 +31,7 @@ _DECLARED = object()
 
 
 class Implementation(object):
-    """The classes one mixin contributes for one series.
-
-    :ivar manager: mixin class placed before Nova's ``ComputeManager``,
-        or None
-    :ivar tracker: mixin class placed before Nova's ``ResourceTracker``,
-        or None (see :mod:`nova_revert_lock.composition`)
-    """
+    """The manager and tracker mixin classes (or None) for one series."""
 
     def __init__(self, manager=None, tracker=None):
         self.manager = manager
@@ -50,11 +44,8 @@ class Implementation(object):
 class Variants(object):
     """Implementations of one series for code that differs within it.
 
-    A series' last code (its ``-eol`` tag) can differ from its releases;
-    the variant is read off the live code, which the guard checked.
-
-    :param choose: callable returning the key of the installed variant
-    :param variants: dict key -> :class:`Implementation`
+    A series' last code (its ``-eol`` tag) can differ from its releases.
+    ``choose()`` reads the key of ``variants`` off the checked live code.
     """
 
     def __init__(self, choose, variants):
@@ -96,10 +87,7 @@ class MixinSpec(object):
                              else applies_from)
 
     def fixed_upstream(self):
-        """True when the installed Nova already carries this fix.
-
-        Read off the code: distributions backport without a new version.
-        """
+        """True if the live code carries this fix (backports keep versions)."""
         if self._fixed_upstream is not None:
             return self._fixed_upstream()
         return recognise.fixed_live(self.refs.fixed_when)
@@ -125,9 +113,8 @@ class MixinSpec(object):
         absent = self._not_applicable()
         if absent is not None:
             return absent
-        # NOTE: a function relied on may be absent, matching the surveyed
-        # releases that lack it (train-eol split _finish_revert_resize out
-        # of finish_revert_resize). A function replaced must exist.
+        # NOTE: a function relied on may be absent, as in the surveyed
+        # releases that lack it; a function replaced must exist.
         functions = (
             [fingerprints.check(ref, table) for ref in self.refs.replaces] +
             [fingerprints.check(ref, table, absent_ok=True)
@@ -148,9 +135,8 @@ class MixinSpec(object):
 def calls(ref, name, nested=False):
     """True if the live function ``ref`` refers to the attribute ``name``.
 
-    :param nested: True to count functions defined inside ``ref`` as its
-        code (``confirm_resize`` does its work in a nested, locked
-        ``do_confirm_resize``)
+    :param nested: True to count functions defined inside ``ref`` too (as
+        ``confirm_resize``'s locked ``do_confirm_resize``)
     """
     func = fingerprints.innermost(fingerprints.resolve(ref))
     codes = [func.__code__]

@@ -13,16 +13,14 @@
 """Confirm a resize or cold migration under the compute resource lock.
 
 Runs on the source host. Affected Nova sets the migration ``confirmed``
-before it drops the old-flavor claim: a periodic
-``update_available_resource`` in between no longer counts the migration,
-and the drop removes its usage a second time (``CPUUnpinningInvalid``).
-It also clears ``old_flavor``, which the periodic task needs, first.
+(and clears ``old_flavor``) before it drops the old-flavor claim: a
+periodic ``update_available_resource`` in between no longer counts the
+migration, and the drop removes its usage again (``CPUUnpinningInvalid``).
 
 The fix, as upstream's ``drop_move_claim_at_source``: the status change,
 the claim drop and the context drop form one critical section; the
-stashed flavors are cleared after it. Train's last code (``train-eol``)
-clears them itself in ``confirm_resize``: the variant for it
-(:class:`KeptFlavorsConfirmUnderLockMixin`) leaves them alone.
+stashed flavors are cleared after it (by ``confirm_resize`` itself in
+``train-eol``).
 """
 
 from nova.compute import power_state
@@ -41,8 +39,7 @@ LOG = logging.getLogger(__name__)
 
 def _section_kind(migration):
     """``confirm`` or ``cross_cell_confirm``: one helper, two counters."""
-    # NOTE: Migration.cross_cell_move came with object version 1.6 (Train);
-    # a record loaded without it is a same-cell move.
+    # NOTE: a record without cross_cell_move (Migration < 1.6) is same-cell.
     if (migration.obj_attr_is_set('cross_cell_move') and
             migration.cross_cell_move):
         return 'cross_cell_confirm'
@@ -54,7 +51,6 @@ class SourceClaimDropTracker(object):
 
     @locking.under_compute_resource_semaphore
     def drop_move_claim_at_source(self, context, instance, migration):
-        """Drop a move claim after confirming a resize or cold migration."""
         with sections.counted(_section_kind(migration)):
             migration.status = 'confirmed'
             migration.save()
@@ -85,7 +81,6 @@ class ConfirmUnderLockMixin(object):
             action=fields.NotificationAction.RESIZE_CONFIRM,
             phase=fields.NotificationPhase.START)
 
-        # Tear down networks on the source host.
         self.network_api.setup_networks_on_host(
             context, instance, migration.source_compute, teardown=True)
         network_info = self.network_api.get_instance_nw_info(context,

@@ -18,10 +18,7 @@ Nova (21.0.0 - 21.1.0) drops the old-flavor claim and the migration
 context before it marks the migration ``confirmed``: a periodic
 ``update_available_resource`` in between counts the instance again.
 
-The fix, as upstream's (21.1.1): the tracker's
-``drop_move_claim_at_source``, as in the same-cell ``confirm`` mixin.
-
-What it replaces and relies on: ``fixes.FIXES['cross_cell_confirm']``.
+The fix, as upstream's (21.1.1): ``drop_move_claim_at_source``.
 """
 
 from oslo_log import log as logging
@@ -51,8 +48,6 @@ class CrossCellConfirmUnderLockMixin(object):
             ctxt, instance, migration)
         self._delete_volume_attachments(ctxt, instance.get_bdms())
 
-        # The periodic task sees the migration either in progress with its
-        # claim, or confirmed without it.
         self.rt.drop_move_claim_at_source(ctxt, instance, migration)
 
 

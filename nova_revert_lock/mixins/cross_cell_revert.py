@@ -13,19 +13,17 @@
 """Revert a cross-cell resize under the compute resource lock.
 
 The conductor's ``RevertResizeTask`` calls the destination (target cell),
-hard-deletes the target cell's records, then calls the source.
-
-Affected Nova (21.0.0 - 21.1.0), on the destination, reverts and saves the
+hard-deletes the target cell's records, then calls the source. Affected
+Nova (21.0.0 - 21.1.0), on the destination, reverts and saves the
 migration context before it drops the new-flavor claim, never marking the
 migration ``reverted``: a periodic ``update_available_resource`` in
 between counts the old resources, and the drop then removes the new ones
 (with pinned CPUs: ``CPUUnpinningInvalid``, the revert fails).
 
 The fix, as upstream's (21.1.1): on the destination, the tracker's
-``drop_move_claim_at_dest`` (as in the ``revert`` mixin); on the source,
-the stashed flavors and ``old_vm_state``, which the tracker reads while
-the migration is in progress, are kept until
-``finish_revert_snapshot_based_resize_at_source`` ends, success or not.
+``drop_move_claim_at_dest``; on the source, the stashed flavors and
+``old_vm_state``, which the tracker reads while the migration is in
+progress, are kept until the revert there ends, success or not.
 """
 
 from nova.compute import manager as nova_manager
@@ -117,7 +115,11 @@ class CrossCellRevertUnderLockMixin(object):
         old_vm_state = instance.system_metadata.get(
             'old_vm_state', vm_states.ACTIVE)
 
-        self._nrl_revert_instance_flavor_host_node(instance, migration)
+        # NOTE: unlike 21.1.0's, keeps the stashed flavors.
+        self._set_instance_info(instance, instance.old_flavor)
+        instance.host = migration.source_compute
+        instance.node = migration.source_node
+        instance.save(expected_task_state=[task_states.RESIZE_REVERTING])
 
         try:
             self._revert_allocation(ctxt, instance, migration)
@@ -181,13 +183,6 @@ class CrossCellRevertUnderLockMixin(object):
 
         migration.status = 'reverted'
         migration.save()
-
-    def _nrl_revert_instance_flavor_host_node(self, instance, migration):
-        """Old flavor, host and node back; unlike 21.1.0's, stashes kept."""
-        self._set_instance_info(instance, instance.old_flavor)
-        instance.host = migration.source_compute
-        instance.node = migration.source_node
-        instance.save(expected_task_state=[task_states.RESIZE_REVERTING])
 
 
 SPEC = base.MixinSpec('cross_cell_revert', base.Implementation(

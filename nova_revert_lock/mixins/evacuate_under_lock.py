@@ -12,21 +12,17 @@
 
 """Finish an evacuation on the destination under the tracker's lock.
 
-Nova bug 1896463, a sibling of bug 1879878. Runs on the destination.
-
-Affected Nova's ``rebuild_instance`` applies the migration context, saves
-``instance.host`` and ``node`` pointing at this host, drops the context
-and only then marks the migration ``done``, all outside
-``COMPUTE_RESOURCE_SEMAPHORE``. A periodic ``update_available_resource``
-reading the instances before the save and the migrations after the status
-change counts the instance nowhere, freeing its PCI devices and pinning.
+Nova bug 1896463, a sibling of bug 1879878. Affected Nova's
+``rebuild_instance`` applies the migration context, saves ``instance.host``
+and ``node`` pointing at this host, drops the context and only then marks
+the migration ``done``, all outside ``COMPUTE_RESOURCE_SEMAPHORE``. A
+periodic ``update_available_resource`` reading the instances before the
+save and the migrations after the status change counts the instance
+nowhere, freeing its PCI devices and pinning.
 
 The fix, as upstream's (7675964af8, Nova 21.2.0, 22.1.0, 23.0.0, and the
 train-eol tip): the four steps form one critical section of the tracker,
-under the semaphore taken as the installed tracker takes it, named so as
-never to shadow upstream's ``finish_evacuation``.
-
-What it replaces and relies on: ``fixes.FIXES['evacuate_under_lock']``.
+named so as never to shadow upstream's ``finish_evacuation``.
 """
 
 from nova.compute import claims
@@ -48,10 +44,7 @@ class EvacuationTracker(object):
 
     @locking.under_compute_resource_semaphore
     def _nrl_finish_evacuation(self, instance, node, migration):
-        """Upstream's ``finish_evacuation`` onto ``node``, same states.
-
-        Calls no synchronized tracker method: the lock is not reentrant.
-        """
+        """Upstream's ``finish_evacuation``; the lock is not reentrant."""
         with sections.counted('evacuate_under_lock'):
             instance.apply_migration_context()
             instance.host = self.host
@@ -83,26 +76,19 @@ class EvacuateUnderLockMixin(object):
 
         if evacuate:
             LOG.info("Evacuating instance", instance=instance)
-        else:
-            LOG.info("Rebuilding instance", instance=instance)
-
-        if evacuate:
-            # An evacuation to a new host claims resources there.
             rebuild_claim = self.rt.rebuild_claim
         else:
-            # A rebuild stays on this host, where the instance is counted.
+            LOG.info("Rebuilding instance", instance=instance)
             rebuild_claim = claims.NopClaim
 
         if image_ref:
             image_meta = objects.ImageMeta.from_image_ref(
                 context, self.image_api, image_ref)
         elif evacuate:
-            # An evacuation keeps the image stashed in system_metadata.
             image_meta = instance.image_meta
         else:
             image_meta = objects.ImageMeta()
 
-        # An evacuation moves the instance to this host's node.
         if not scheduled_node:
             if evacuate:
                 try:
@@ -131,15 +117,11 @@ class EvacuateUnderLockMixin(object):
                     LOG.debug("Could not rebuild instance on this host, not "
                               "enough resources available.", instance=instance)
                 else:
-                    # The late server group policy check failed; there is
-                    # no reschedule for a rebuild: abort.
                     LOG.debug("Could not rebuild instance on this host, "
                               "late server group check failed.",
                               instance=instance)
-                # The migration record stays, for a later clean-up.
                 self._set_migration_status(migration, 'failed')
-                # The claim failed: remove the destination's allocation
-                # (only an evacuation claims, so this is one).
+                # Only an evacuation claims: drop the destination's alloc.
                 self.rt.delete_allocation_for_evacuated_instance(
                     context, instance, scheduled_node, node_type='destination')
                 self._notify_instance_rebuild_error(context, instance, e, bdms)
@@ -159,13 +141,12 @@ class EvacuateUnderLockMixin(object):
                 self._notify_instance_rebuild_error(context, instance, e, bdms)
                 raise
             else:
-                # NOTE: one critical section of the tracker, so that the
-                # periodic task counts the instance once (bug 1896463).
+                # NOTE: the fix for bug 1896463: one critical section.
                 self.rt._nrl_finish_evacuation(instance, scheduled_node,
                                                migration)
 
     def _nrl_error_out_on_rebuild(self, context, instance):
-        """ERROR on failure; Ussuri keeps the vm_state of a failed claim."""
+        """Ussuri keeps the vm_state of a failed claim."""
         return self._error_out_instance_on_exception(
             context, instance, instance_state=instance.vm_state)
 

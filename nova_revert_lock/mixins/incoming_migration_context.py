@@ -12,31 +12,22 @@
 
 """Count an incoming resize with its new NUMA topology on the destination.
 
-Nova bugs 1953359 and 1952915, siblings of bug 1879878. Runs on the
-destination host.
-
-The source saves ``instance.host`` and ``node`` pointing at the
-destination before the destination's ``finish_resize`` applies the
-migration context. A destination ``update_available_resource`` in
-between counts the instance with the *source's* pinning: the periodic
-task fails half way (``CPUPinningInvalid``) or books the wrong pCPUs,
-and a revert then fails to unpin (``CPUUnpinningInvalid``, ERROR).
+Nova bugs 1953359 and 1952915, siblings of bug 1879878. The source saves
+``instance.host`` and ``node`` pointing at the destination before the
+destination's ``finish_resize`` applies the migration context. A
+destination ``update_available_resource`` in between counts the instance
+with the *source's* pinning: the periodic task fails half way
+(``CPUPinningInvalid``) or books the wrong pCPUs, and a revert then fails
+to unpin (``CPUUnpinningInvalid``, ERROR).
 
 The fix, as upstream's (32c1044d86, Nova 22.4.0, 23.2.0, 24.1.0,
-25.0.0): before the node's instances are counted, the migration context
-of each with an incoming migration the periodic task lists for this host
-and node (from Victoria on, ``error`` ones too) is applied *in memory*.
-Affected Nova counts the instances before it reads the migrations, so,
-without a read of its own, this mixin defers the counting:
-``_update_usage_from_instances`` only returns the instances by uuid, and
-``_pair_instances_to_migrations``, given the list upstream's body read,
-applies the contexts, counts (the rest of the chain), then pairs. The
-tracker class places it first (``_nrl_tracker_first``), so every other
-extension of the counting is deferred too. As upstream, a resize to the
-same host counts its new topology, and an instance back on its source
-(its migration ``reverted``, not listed) is counted as it is.
-
-What it replaces and relies on: ``fixes.FIXES['incoming_migration_context']``.
+25.0.0): the migration context of each instance with an incoming
+migration listed for this host and node (from Victoria on, ``error``
+ones too) is applied *in memory* before the node's instances are
+counted. Affected Nova counts them before it reads the migrations: the
+counting is deferred to ``_pair_instances_to_migrations``, which gets
+upstream's list (first of the tracker mixins, it defers theirs too).
+As upstream, a same-host resize counts its new topology.
 """
 
 from oslo_log import log as logging
@@ -49,7 +40,6 @@ LOG = logging.getLogger(__name__)
 class IncomingMigrationContextTracker(object):
     """Tracker side, in the periodic task's critical section: no lock."""
 
-    #: first of the tracker mixins: the counting it defers is theirs too
     _nrl_tracker_first = True
 
     #: (context, instances, nodename) of the deferred counting, or None
@@ -89,7 +79,6 @@ class IncomingMigrationContextTracker(object):
             instance.apply_migration_context()
 
 
-# NOTE: one implementation: it uses the list each series' periodic body
-# reads (from Victoria on, with the 'error' migrations).
+# NOTE: one implementation: it uses the list each series' body reads.
 SPEC = base.MixinSpec('incoming_migration_context', base.Implementation(
     tracker=IncomingMigrationContextTracker))

@@ -12,33 +12,25 @@
 
 """Do not count a rolled back live migration's dropped claim again.
 
-Nova bug 1894095, a sibling of bug 1879878. Runs on the destination host.
-No Nova release fixes it (upstream's reproducer, 99850a0481, still
-carries its FIXMEs).
+Nova bug 1894095, a sibling of bug 1879878, unfixed upstream (its
+reproducer, 99850a0481, still carries its FIXMEs). Runs on the
+destination host.
 
 When a NUMA-aware live migration fails, the source's
 ``_rollback_live_migration`` calls ``drop_move_claim_at_destination``
-(flavor, NUMA topology, pinned pCPUs) and only afterwards sets the
-migration's final status; Train drops even before
-``rollback_live_migration_at_destination``. A destination periodic
-``update_available_resource`` in between still lists the migration in
-progress and counts the dropped claim again, until its next run.
+and only afterwards sets the migration's final status. A destination
+periodic ``update_available_resource`` in between still lists the
+migration in progress and counts the dropped claim again.
 
-The fix writes nothing upstream does not write: in the critical section
-that drops the claim (under ``COMPUTE_RESOURCE_SEMAPHORE``, not
-reentrant, so it calls the unlocked ``_drop_move_claim``) the tracker
-remembers in memory the live migration the instance's migration context
-names; its periodic task leaves it uncounted until it is no longer
-listed. The record stays the source's alone, whatever status it saves.
+The fix writes nothing: in the critical section that drops the claim,
+the tracker remembers the live migration the instance's migration context
+names, and leaves it uncounted until it is no longer listed.
 
-Limits: the memory is the process's (a restart in the window counts the
-migration again, as plain Nova does). The source half of the bug (Ussuri
-on) stays open: the libvirt driver saves the instance with the migration
-context applied in ``rollback_live_migration_at_destination``, so the
-source may count the destination's pCPUs until its next run; closing it
-means replacing that larger method, different in every series.
-
-What it replaces and relies on: ``fixes.FIXES['live_migration_rollback']``.
+Limits: a restart in the window counts the migration again, as plain
+Nova does. The source half of the bug (Ussuri on: the libvirt driver
+saves the instance with the migration context applied in
+``rollback_live_migration_at_destination``) stays open; closing it means
+replacing that larger method, different in every series.
 """
 
 from nova.compute import manager as nova_manager
@@ -56,8 +48,7 @@ LIVE_MIGRATION = 'live-migration'
 class LiveMigrationRollbackTracker(object):
     """Tracker side: a claim dropped on rollback stays dropped."""
 
-    #: nodename -> {migration id: instance uuid}: the live migrations to
-    #: this node whose claim a rollback dropped (under the tracker's lock)
+    #: nodename -> {migration id: instance uuid} of the dropped claims
     _nrl_dropped = None
 
     @locking.under_compute_resource_semaphore
@@ -65,13 +56,11 @@ class LiveMigrationRollbackTracker(object):
                                                nodename):
         """Drop the claim of a rolled back live migration on its dest."""
         with sections.counted('live_migration_rollback'):
-            # NOTE: positional flavor: Train and Ussuri call the parameter
-            # instance_type, later releases flavor.
+            # NOTE: positional flavor: instance_type up to Ussuri.
             self._drop_move_claim(context, instance, nodename,
                                   instance.flavor)
             # NOTE: the drop has read the migration context; never load it
-            # here: a failing load would cost nothing but must not look
-            # like one.
+            # here: a failed load would make the done drop look failed.
             mig_ctxt = (instance.migration_context
                         if instance.obj_attr_is_set('migration_context')
                         else None)
@@ -132,7 +121,6 @@ class LiveMigrationRollbackMixin(object):
             context, instance, nodename)
 
 
-# NOTE: one implementation: the same arguments and tracker methods in
-# every series verified (only the flavor parameter's name differs).
+# NOTE: one implementation: only the flavor parameter's name differs.
 SPEC = base.MixinSpec('live_migration_rollback', base.Implementation(
     manager=LiveMigrationRollbackMixin, tracker=LiveMigrationRollbackTracker))

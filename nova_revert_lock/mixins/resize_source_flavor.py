@@ -12,14 +12,13 @@
 
 """Stash the old flavor on the source when it hands the instance over.
 
-Nova bug 1944759, a sibling of bug 1879878. Runs on the source host.
-
-Affected Nova's ``_resize_instance`` saves ``instance.host`` and ``node``
-pointing at the destination, whose ``finish_resize`` alone stashes
-``old_flavor``. The source counts the instance by ``instance.host`` and
-an outgoing migration from ``old_flavor``, so a periodic task in between
-counts nothing: the usage and pinning are lost until the confirm, whose
-claim drop takes them away again (``CPUUnpinningInvalid``).
+Nova bug 1944759, a sibling of bug 1879878. Affected Nova's source
+``_resize_instance`` saves ``instance.host`` and ``node`` pointing at the
+destination, whose ``finish_resize`` alone stashes ``old_flavor``. The
+source counts the instance by ``instance.host`` and an outgoing migration
+from ``old_flavor``, so a periodic task in between counts nothing: the
+usage and pinning are lost until the confirm, whose claim drop takes
+them away again (``CPUUnpinningInvalid``).
 
 The fix, as upstream's (b841e55321, Nova 22.4.0): the save that moves
 ``instance.host`` also sets ``old_flavor``; one save writes both, so no
@@ -89,7 +88,6 @@ class SourceFlavorMixin(base.NetworkMigration):
             instance.task_state = task_states.RESIZE_MIGRATED
             instance.save(expected_task_state=task_states.RESIZE_MIGRATING)
 
-            # Let the destination finish the resize or migration.
             self.compute_rpcapi.finish_resize(
                 context, instance, migration, image, disk_info,
                 migration.dest_compute, request_spec)
@@ -104,10 +102,7 @@ class SourceFlavorMixin(base.NetworkMigration):
 
 
 class VictoriaSourceFlavorMixin(SourceFlavorMixin):
-    """Victoria to Xena: ``_get_power_off_values`` takes no context.
-
-    (Xena names the flavor argument ``flavor``, passed by position.)
-    """
+    """Victoria to Xena: ``_get_power_off_values`` takes no context."""
 
     def _nrl_power_off_values(self, context, instance, clean_shutdown):
         return self._get_power_off_values(instance, clean_shutdown)

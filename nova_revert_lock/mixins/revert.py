@@ -18,10 +18,9 @@ new-flavor claim: a periodic ``update_available_resource`` in between no
 longer counts the migration, and the drop removes its usage again.
 
 The fix, as upstream's ``drop_move_claim_at_dest``: the status change, the
-claim drop and the context revert form one critical section under
-``COMPUTE_RESOURCE_SEMAPHORE``, in upstream's order (the instance record
-last), so that a failure inside it never persists an instance whose NUMA
-topology and pinning are not its host's.
+claim drop and the context revert form one critical section, in
+upstream's order (the instance record last), so that a failure inside it
+never persists an instance whose NUMA topology is not its host's.
 """
 
 from nova.compute import manager as nova_manager
@@ -40,18 +39,13 @@ class DestClaimDropTracker(object):
 
     @locking.under_compute_resource_semaphore
     def drop_move_claim_at_dest(self, context, instance, migration):
-        """Drop a move claim after reverting a resize or cold migration."""
         with sections.counted('revert'):
             # NOTE: not spawned on the source yet, but "reverted" is what
             # stops the periodic task counting the migration here.
             migration.status = 'reverted'
             migration.save()
-            # NOTE: upstream's order (and patches/*): drop the claim, then
-            # revert and save the instance. A failed drop leaves the record
-            # saying what the host holds; a failed save puts it back (see
-            # below), and the next periodic task counts it again. The other
-            # order, the drop failing after the save, can persist the
-            # source's NUMA topology and pinning on this host for good.
+            # NOTE: upstream's order (and patches/*), see the module doc: a
+            # failed drop leaves the record saying what the host holds.
             self._drop_move_claim(
                 context, instance, migration.dest_node, instance.new_flavor,
                 prefix='new_')
@@ -64,8 +58,7 @@ class DestClaimDropTracker(object):
                 with excutils.save_and_reraise_exception():
                     # NOTE: the caller's error handler saves the instance
                     # (ERROR) with every pending change; upstream thus
-                    # persists the source's NUMA topology and pinning here.
-                    # Put back what this host holds.
+                    # persists the source's pinning here. Put back ours.
                     instance.apply_migration_context()
 
 
@@ -84,7 +77,6 @@ class RevertUnderLockMixin(base.NetworkMigration):
                                           self.host, current_period=True)
 
         with self._error_out_instance_on_exception(context, instance):
-            # Tear down networks on the destination host.
             self.network_api.setup_networks_on_host(context, instance,
                                                     teardown=True)
             self.network_api.migrate_instance_start(
@@ -106,7 +98,6 @@ class RevertUnderLockMixin(base.NetworkMigration):
 
             self.rt.drop_move_claim_at_dest(context, instance, migration)
 
-            # Cast back to the source host to finish the revert there.
             self.compute_rpcapi.finish_revert_resize(
                 context, instance, migration, migration.source_compute,
                 request_spec)

@@ -58,9 +58,8 @@ from nova_revert_lock.mixins import base
 
 LOG = logging.getLogger(__name__)
 
-#: How many of the host's most recently updated ``reverted`` migrations
-#: the look-up reads: the one it must find was set ``reverted`` during the
-#: running periodic task, and a host may have years of history.
+#: How many of the host's latest ``reverted`` migrations the look-up reads:
+#: the one it must find was set during the running periodic task.
 RECENT_REVERTS = 20
 
 #: What the periodic task needs of an instance, as upstream's list loads.
@@ -106,8 +105,7 @@ def _given_back(migration, host, nodename):
 def _read_failed(tracker, flag, nodename, what, error):
     """Log a failed read: WARNING once, then DEBUG until it works again.
 
-    The node then counts as upstream's does; ``flag`` names the tracker's
-    attribute saying that the read fails.
+    ``flag`` names the tracker's attribute saying that the read fails.
     """
     log = LOG.debug if getattr(tracker, flag) else LOG.warning
     log('Cannot %(what)s from node %(node)s (%(error)s: %(reason)s); '
@@ -118,10 +116,9 @@ def _read_failed(tracker, flag, nodename, what, error):
 
 
 def _log_new_at_info(tracker, store, nodename, found, message, values):
-    """Log each found (migration, instance) at INFO once, then at DEBUG.
+    """Log each (migration, instance) at INFO once, then at DEBUG.
 
-    :param store: the tracker's attribute: nodename -> uuids logged
-    :param values: callable migration -> ``message``'s values
+    ``store`` names the tracker's dict: nodename -> uuids logged.
     """
     logged = tracker.__dict__.setdefault(store, {})
     before = logged.get(nodename, ())
@@ -136,15 +133,13 @@ class SourceWindowTracker(object):
 
     #: (context, nodename) of the running periodic task, or None
     _nrl_node = None
-    #: True while the source's look-up, or the destination's read of a
-    #: migration, fails
+    #: True while the look-up, or the destination's read, fails
     _nrl_failing = False
     _nrl_dest_failing = False
 
     # NOTE: the memory of the node's outgoing resizes is written by RPC
-    # handlers without the lock and by the periodic task with it: only
-    # single dict operations, atomic on eventlet and native threads. It is
-    # in the instance's __dict__: the class is swapped in after __init__.
+    # handlers without the lock: only single dict operations, atomic on
+    # eventlet and native threads. The class is swapped in after __init__.
 
     def _nrl_watched(self, nodename):
         """migration uuid -> instance uuid: the node's noted resizes."""
@@ -199,10 +194,7 @@ class SourceWindowTracker(object):
             context, instance.migration_context.migration_id)
 
     def _nrl_given_back(self, context, instances, nodename):
-        """Instance uuid -> Migration, for reverts whose claim here is gone.
-
-        Empty if the read fails, so that the node counts as upstream's.
-        """
+        """Instance uuid -> Migration of the reverts whose claim is gone."""
         found = []
         try:
             for instance in instances:
@@ -231,8 +223,8 @@ class SourceWindowTracker(object):
     def _pair_instances_to_migrations(self, migrations, instance_by_uuid):
         """Count what upstream's two reads missed (see the module doc).
 
-        The usage update, allocation clean-up and PCI tracker get the same
-        list and dict: all see what is added here.
+        The usage update, allocation clean-up and PCI tracker all see what
+        is added here to the same list and dict.
         """
         super(SourceWindowTracker, self)._pair_instances_to_migrations(
             migrations, instance_by_uuid)
@@ -242,9 +234,8 @@ class SourceWindowTracker(object):
         context, nodename = node
         for migration, instance in self._nrl_find_reverting(
                 context, nodename, migrations, instance_by_uuid):
-            # NOTE: upstream's usage update takes the instance of its first
-            # listed migration; for an earlier failed move ('error', from
-            # Victoria on) it would load it again: one copy for all.
+            # NOTE: one copy for all its migrations: upstream's usage update
+            # would load it again for an earlier failed ('error') move.
             for other in migrations:
                 if other.instance_uuid == instance.uuid:
                     other.instance = instance
@@ -253,21 +244,16 @@ class SourceWindowTracker(object):
                 migrations.objects.append(migration)
             if self._nrl_landed(instance, nodename):
                 # Back since upstream's instance read: count it as the next
-                # run will; the usage update then finds it tracked.
+                # run will (else as the outgoing migration it is or was).
                 instance_by_uuid[instance.uuid] = instance
                 self._update_usage_from_instance(context, instance, nodename)
-            # else: the usage update counts it as the outgoing migration
-            # it is (or was, before the flip), from this copy.
 
     def _nrl_landed(self, instance, nodename):
         return instance.host == self.host and instance.node == nodename
 
     def _nrl_find_reverting(self, context, nodename, migrations,
                             instance_by_uuid):
-        """(Migration, Instance) of the reverts neither read counted.
-
-        Empty if the look-up fails, so that the node counts as upstream's.
-        """
+        """(Migration, Instance) of the reverts neither read counted."""
         try:
             found = self._nrl_query(context, nodename, migrations,
                                     instance_by_uuid)
@@ -294,8 +280,7 @@ class SourceWindowTracker(object):
     def _nrl_left(self, nodename, migrations, instance_by_uuid):
         """The noted resizes that left the list, their instance not back.
 
-        Notes the resizes upstream listed and forgets those over. Returns
-        migration uuid -> instance uuid, or None on the node's first run.
+        Returns migration uuid -> instance uuid, or None on a first run.
         """
         first = nodename not in self.__dict__.get('_nrl_seen_nodes', ())
         watch = self._nrl_watched(nodename)
@@ -361,9 +346,8 @@ class SourceWindowTracker(object):
     def _nrl_recent(self, context, nodename, migrations, left, candidates,
                     outgoing):
         """Add the recent reverts to look at (all of them on a first run)."""
-        # Reverted before upstream's migration read. From Victoria on the
-        # list holds 'error' migrations too, by which upstream counts
-        # nothing: an earlier failed move must not hide the revert.
+        # Reverted before upstream's migration read. An earlier failed
+        # move, listed as 'error' from Victoria on, must not hide it.
         moving = set(m.instance_uuid for m in migrations
                      if m.status != 'error')
         recent = objects.MigrationList.get_by_filters(
@@ -382,8 +366,7 @@ class SourceWindowTracker(object):
         if instance.task_state == task_states.RESIZE_REVERTING:
             # Not back yet, or back by its first save only.
             return context_id == migration.id
-        # Both saves done after the migration was read (the second sets
-        # launched_at and drops the context).
+        # Both saves done since the migration was read (launched_at set).
         return (context_id is None and self._nrl_landed(instance, nodename)
                 and instance.launched_at is not None and
                 migration.updated_at is not None and
@@ -398,10 +381,7 @@ def _argument(args, kwargs, name, position):
 
 
 class SourceWindowMixin(object):
-    """Manager side: tell the tracker when a resize begins and ends here.
-
-    Only a composed tracker is told: nothing here may fail a resize.
-    """
+    """Manager side: tell a composed tracker when a resize begins or ends."""
 
     def resize_instance(self, context, *args, **kwargs):
         # (instance, image, migration, ...) in every release
@@ -424,8 +404,6 @@ class SourceWindowMixin(object):
                 forget(migration)
 
 
-# NOTE: one implementation: in every series read the periodic body reads
-# instances, then migrations, then pairs them, and the revert flips, drops
-# the claim, then casts.
+# NOTE: one implementation: every series reads, pairs and reverts alike.
 SPEC = base.MixinSpec('source_window', base.Implementation(
     manager=SourceWindowMixin, tracker=SourceWindowTracker))

@@ -12,25 +12,17 @@
 
 """Keep tracking a server the host is unshelving.
 
-Nova bug 2025480. Runs on the host that unshelves a ``SHELVED_OFFLOADED``
-server.
-
-Affected Nova's ``_unshelve_instance`` claims the server's resources and
-spawns it (task_state ``spawning``) while it is still
-``SHELVED_OFFLOADED``, which the resource tracker treats as removable: a
-periodic ``update_available_resource`` meanwhile does not count it, and
-an update untracks it. The host loses the claim (pCPUs included) and may
-give it away until its next periodic task; placement keeps it.
+Nova bug 2025480. Affected Nova's ``_unshelve_instance`` claims and
+spawns (task_state ``spawning``) a server still ``SHELVED_OFFLOADED``,
+which the resource tracker treats as removable: a periodic
+``update_available_resource`` meanwhile does not count it, and an update
+untracks it. The host loses the claim (pCPUs included) and may give it
+away; placement keeps it.
 
 The fix, as upstream's (f1dc4ec39b, Nova 26.2.2, 27.3.0, 28.1.0,
-29.0.0): such a server is not removable (``allow_resource_removal``); it
-is counted, kept tracked and counted in the node's stats, which the
-scheduler's filters read. The callers already hold
-``COMPUTE_RESOURCE_SEMAPHORE`` (not reentrant): nothing here takes it.
-The methods extend the next class's, so other cooperative overrides still
-run, and the node's ``Stats`` get a subclass counting such a server.
-
-What it replaces and relies on: ``fixes.FIXES['unshelve_claim']``.
+29.0.0): such a server is not removable; it is counted, kept tracked and
+counted in the node's stats, which the scheduler's filters read. The
+callers already hold ``COMPUTE_RESOURCE_SEMAPHORE`` (not reentrant).
 """
 
 from nova.compute import stats as compute_stats
@@ -42,10 +34,7 @@ from nova_revert_lock.mixins import base
 
 
 def allow_resource_removal(vm_state, task_state=None):
-    """Upstream's fixed ``vm_states.allow_resource_removal``.
-
-    Deleted servers, and shelved and offloaded ones not being unshelved.
-    """
+    """Upstream's fixed ``vm_states.allow_resource_removal``."""
     return (vm_state == vm_states.DELETED or
             (vm_state == vm_states.SHELVED_OFFLOADED and
              task_state != task_states.SPAWNING))
@@ -89,11 +78,7 @@ class UnshelveClaimTracker(object):
     """Tracker side: do not untrack a server being unshelved."""
 
     def _nrl_adopt(self):
-        """Make the nodes' stats :class:`UnshelveStats` from now on.
-
-        Called as the tracker gets its class, before any node's entry in
-        the ``defaultdict``; someone else's factory is left as it is.
-        """
+        """Make new nodes' stats :class:`UnshelveStats`, unless foreign."""
         stats = getattr(self, 'stats', None)
         if getattr(stats, 'default_factory', None) is compute_stats.Stats:
             stats.default_factory = UnshelveStats
@@ -119,9 +104,8 @@ class UnshelveClaimTracker(object):
             return super(
                 UnshelveClaimTracker, self)._update_usage_from_instance(
                     context, instance, nodename, is_removed=is_removed)
-        # NOTE: a tracked server being unshelved: affected Nova untracks
-        # it; upstream's fix keeps it and, as for any tracked server whose
-        # state changes, updates only the stats, workload and PCI pools.
+        # NOTE: kept tracked, as upstream's fix does for any tracked server
+        # whose state changes: only the stats, workload and PCI pools.
         cn = self.compute_nodes[nodename]
         stats.update_stats_for_instance(instance, False)
         cn.stats = stats
