@@ -19,9 +19,8 @@
     RevertLockComputeManager(<manager mixins>..., TrackerSwap,
                              StatusEndpointMixin, <manager>)
 
-where ``<manager>`` is the class ``nova.service.SERVICE_MANAGERS`` names for
-nova-compute. Marked tracker methods get the installed tracker's own lock
-(:mod:`nova_revert_lock.locking`). Nova's classes are never modified.
+where ``<manager>`` is nova-compute's manager class. Marked tracker methods
+get the installed tracker's own lock. Nova's classes are never modified.
 """
 
 import collections
@@ -41,9 +40,9 @@ LOG = logging.getLogger(__name__)
 class TrackerSwap(object):
     """Give the composed manager its tracker subclass.
 
-    A vendor's tracker subclass is composed over in the same way, unless
-    it overrides a function the mixins replace or rely on: then the
-    manager refuses to start rather than drop or bypass that override.
+    A vendor's tracker subclass is composed over too, unless it overrides
+    a function the mixins replace or rely on: then nova-compute refuses to
+    start rather than drop or bypass that override.
     """
 
     #: set by :func:`compose`
@@ -83,8 +82,7 @@ class TrackerSwap(object):
 class PeriodicObserver(object):
     """First base of every composed tracker: how each periodic task ended.
 
-    Nova's manager logs what ``update_available_resource`` raises and goes
-    on; this keeps it for the status endpoint, and takes no lock.
+    Nova's manager only logs what it raises; the status endpoint shows it.
     """
 
     def update_available_resource(self, *args, **kwargs):

@@ -64,23 +64,19 @@ def declare(name, summary, kind, replaces, relies_on=(), bugs=(),
     :param name: the entry point name, used in ``[revert_lock] mixins``
     :param summary: one line for ``nova-revert-lock check``
     :param kind: one of :data:`KINDS`
-    :param replaces: the upstream functions the mixin overrides; the guard
-        fingerprints them and they must exist
+    :param replaces: the upstream functions the mixin overrides (must exist)
     :param relies_on: the upstream functions whose behaviour it relies on
         (fingerprinted too; absent where surveyed releases lack it)
     :param bugs: the Launchpad bugs it fixes (none: beyond upstream)
     :param upstream: upstream's fix (commit or Change-Id), or None
     :param fixed_when: the parts of upstream's fix (:class:`Does`); where
-        every part holds the mixin stands aside. Anchors are entry points
-        upstream does not rename (RPC methods, the periodic task), so that
-        a body moved into a helper is still recognised.
+        all hold, the mixin stands aside. Anchors are entry points upstream
+        does not rename, so that a body moved into a helper is recognised.
     :param applies_from: ``(ref, release)``: the function that came with
-        the feature the mixin fixes, and the first release that has it;
-        where it is absent there is nothing to fix (not applicable)
+        the feature fixed, and its first release; without it, not applicable
     :param verified: {series: (release labels or closed ranges of them)}:
-        the code each series' implementation was verified on. The guard
-        applies an implementation only where every function it replaces or
-        relies on is code one of these releases ships.
+        the code each series' implementation was verified on, and the only
+        code the guard applies it to.
     """
     assert kind in KINDS, kind
     return Fix(name, summary, kind, tuple(bugs), upstream, tuple(replaces),
@@ -181,8 +177,7 @@ FIXES = collections.OrderedDict((fix.name, fix) for fix in (
                    _RT + '_update_usage_from_migrations',
                    _RT + '_update_usage_from_migration',
                    _RT + '_update_usage_from_instance',
-                   # the destination's side (Migration.get_by_id, a
-                   # remotable object call, is not fingerprinted)
+                   # destination side (Migration.get_by_id: not fingerprinted)
                    _RT + '_update_usage_from_instances',
                    _CM + 'revert_resize',
                    _CM + 'finish_revert_resize',
