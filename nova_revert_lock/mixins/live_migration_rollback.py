@@ -18,9 +18,10 @@ destination host.
 
 When a NUMA-aware live migration fails, the source's
 ``_rollback_live_migration`` calls ``drop_move_claim_at_destination``
-and only afterwards sets the migration's final status. A destination
-periodic ``update_available_resource`` in between still lists the
-migration in progress and counts the dropped claim again.
+(Train even before ``rollback_live_migration_at_destination``) and only
+afterwards sets the migration's final status. A destination periodic
+``update_available_resource`` in between still lists the migration in
+progress and counts the dropped claim again.
 
 The fix writes nothing: in the critical section that drops the claim,
 the tracker remembers the live migration the instance's migration context
