@@ -12,18 +12,16 @@
 
 """nova-compute-revert-lock: nova-compute, with the fix activated.
 
-It takes nova-compute's arguments and configuration files, and on every
-release:
+It takes nova-compute's arguments and configuration files, and:
 
-1. recognises how the installed Nova starts nova-compute, reading its
-   source (:mod:`nova_revert_lock.startup`), and exits on a shape this
-   version does not know;
-2. imports ``nova.cmd.compute`` first, as the ``nova-compute`` console
-   script does, so that the release itself sets up concurrency;
+1. recognises how the installed Nova starts nova-compute
+   (:mod:`nova_revert_lock.startup`), exiting on a shape it does not know;
+2. imports ``nova.cmd.compute`` first, as the console script does, so
+   that the release itself sets up concurrency;
 3. parses the configuration, activates, and runs that module's ``main()``.
 
-NOTE: nothing that imports oslo or eventlet may be imported at module
-level here: this module is imported before step 2.
+NOTE: import nothing of oslo or eventlet at module level: this module is
+imported before step 2.
 """
 
 import sys
