@@ -21,6 +21,7 @@ import time
 import traceback
 
 from cloud_lib import cloud as cloud_mod
+from cloud_lib import damage
 from cloud_lib import lockholds
 from cloud_lib import logcheck
 from cloud_lib import procs
@@ -1005,6 +1006,19 @@ def _load(c, args):
     return 1 if problems else 0
 
 
+def cmd_damage(args):
+    """Real damage on plain computes, the report, its repair, the fix."""
+    def run(c):
+        problems, rec = damage.run(c, args.state_dir, args.cycles)
+        problems += logcheck.ours_in(c.logs)
+        rec['problems'] = problems
+        _report(args, 'damage', rec)
+        for p in problems:
+            print('PROBLEM: %s' % p)
+        return 1 if problems else 0
+    return _own_cloud(args, run)
+
+
 def cmd_faults(args):
     """Each fault in each mode."""
     return _own_cloud(args, lambda c: _faults(c, args))
@@ -1125,6 +1139,18 @@ def add_parsers(sub):
     fa.add_argument('--up', action='store_true',
                     help='bring up a cloud for the run, down after it')
     fa.set_defaults(func=cmd_faults)
+    dm = sub.add_parser('damage', help='the races on plain computes until '
+                        'they hit, nova-revert-lock damage, its repair '
+                        'steps run as printed, the report clean; then the '
+                        'same soak with the fix, the report clean')
+    dm.add_argument('--cycles', type=int, default=10,
+                    help='soak cycles of each kind per mode (default 10)')
+    dm.add_argument('--up', action='store_true',
+                    help='bring up a cloud for the run, down after it')
+    dm.add_argument('--hypervisor', choices=cloud_mod.HYPERVISORS,
+                    default='libvirt', help='with --up (default libvirt: '
+                    'the pinned CPUs\' damage)')
+    dm.set_defaults(func=cmd_damage)
     ld = sub.add_parser('load', help='every compute busy at once: '
                         'concurrent resizes, confirms and reverts, in each '
                         'mode; books judged after each round')

@@ -199,3 +199,21 @@ def count_symptoms(log):
     except (IOError, OSError):
         pass
     return found
+
+
+def main():
+    """Print the judgement of one reading, as JSON.
+
+    For the cloud's tools, which run outside the virtualenv that has the
+    database driver.
+    """
+    reader = Reader.from_env()
+    if reader is None:
+        print(json.dumps(None))
+        return
+    books, shared = judge(reader.reading())
+    print(json.dumps({'books': books, 'shared': shared}))
+
+
+if __name__ == '__main__':
+    main()

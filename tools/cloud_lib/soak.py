@@ -393,6 +393,9 @@ def main(argv=None):
     parser.add_argument('--servers', type=int, default=3)
     parser.add_argument('--out', required=True)
     parser.add_argument('--label', default='')
+    parser.add_argument('--keep', action='store_true',
+                        help='leave the servers (and whatever the races did '
+                             'to them) for the damage report')
     parser.add_argument('--settle', type=float, default=SETTLE,
                         help='seconds the books may take to settle at each '
                              'judgement (default %(default)s)')
@@ -439,13 +442,13 @@ def main(argv=None):
         in_error = sorted(s['id'] for s in soak.servers()
                           if s['id'] in sids and s['status'] == 'ERROR')
         error_details = [soak.error_detail(sid) for sid in in_error]
-        for sid in sids:
+        for sid in [] if args.keep else sids:
             try:
                 clients.compute.delete('/servers/%s' % sid)
             except Exception:  # noqa: BLE001 - best effort clean-up
                 pass
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and any(
+        while not args.keep and time.monotonic() < deadline and any(
                 s['id'] in sids for s in soak.servers()):
             time.sleep(0.5)
     times = [r['seconds'] for r in records]
@@ -466,6 +469,7 @@ def main(argv=None):
         'servers_in_error': in_error,
         'servers_in_error_details': error_details,
         'stopped': stopped,
+        'kept': sids if args.keep else [],
         'hypervisor': 'libvirt' if soak.pins is not None else 'fake',
         'pinning_wrong': sum(1 for r in records if r['pinning']),
         'shared_cpu_cycles': sum(1 for r in records if r['shared']),
