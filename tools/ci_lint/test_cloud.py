@@ -35,6 +35,7 @@ sys.path.insert(0, path('tools'))
 from cloud_lib import checks  # noqa: E402
 from cloud_lib import cloud  # noqa: E402
 from cloud_lib import configs  # noqa: E402
+from cloud_lib import damage  # noqa: E402
 from cloud_lib import hypervisor  # noqa: E402
 from cloud_lib import logcheck  # noqa: E402
 from cloud_lib import pinning  # noqa: E402
@@ -596,3 +597,56 @@ class TestCommandLine(unittest.TestCase):
         for key in ('state_dir', 'clouds_yaml', 'nova_conf', 'nova_version',
                     'services', 'computes'):
             self.assertIn(key, data)
+
+
+class DamageRepairStepsTest(unittest.TestCase):
+    """The cloud runs each repair step exactly as the report prints it."""
+
+    class FakeCloud(object):
+        def __init__(self):
+            self.restarted = []
+
+        def bin(self, name):
+            return '/venv/bin/' + name
+
+        def conf(self, name):
+            return '/etc/' + name
+
+        def venv_env(self):
+            return {}
+
+        def restart_compute(self, host, mode):
+            self.restarted.append((host, mode))
+
+    def run_step(self, step):
+        c = self.FakeCloud()
+        ran = []
+
+        def fake_run(argv, **kwargs):
+            ran.append(argv)
+            return subprocess.CompletedProcess(argv, 0, 'ok')
+
+        real, subprocess.run = subprocess.run, fake_run
+        try:
+            rc = damage.run_step(c, step)[0]
+        finally:
+            subprocess.run = real
+        return rc, ran, c.restarted
+
+    def test_commands(self):
+        self.assertEqual(
+            (0, [['/venv/bin/nova-manage', '--config-file', '/etc/nova.conf',
+                  'placement', 'audit', '--verbose', '--delete']], []),
+            self.run_step('nova-manage placement audit --verbose --delete'))
+        self.assertEqual(
+            (0, [['/venv/bin/openstack', '--os-cloud', 'nrl', 'server',
+                  'resize', 'confirm', 'S']], []),
+            self.run_step('openstack server resize confirm S  # or: '
+                          'openstack server resize revert S'))
+        self.assertEqual(
+            (0, [], [('cmp1', 'wrapper')]),
+            self.run_step('restart nova-compute on cmp1 once the servers '
+                          'sharing its CPUs are moved'))
+
+    def test_unknown_step_fails(self):
+        self.assertEqual(1, self.run_step('rm -rf /var/lib/nova')[0])
