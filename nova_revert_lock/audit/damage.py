@@ -65,7 +65,8 @@ _AUDIT_LINE = re.compile(
     r'Allocations for consumer UUID (?P<consumer>\S+) on Resource Provider '
     r'(?P<provider>\S+) can be deleted: (?P<allocations>.*)')
 
-STATUS_FIRST = 'nova-revert-lock status --all'
+STATUS_FIRST = ('nova-revert-lock status --all  # every host patched or '
+                'already-fixed first, or the repairs race again')
 
 
 def finding(kind, detail, repair, cell=None, host=None, node=None,
@@ -95,13 +96,8 @@ class Report(object):
         if not self.findings:
             return []
         steps = [STATUS_FIRST]
-        for kind in KINDS:
-            for item in self.findings:
-                if item['kind'] != kind:
-                    continue
-                for step in item['repair']:
-                    if step not in steps:
-                        steps.append(step)
+        for item in sorted(self.findings, key=_order):
+            steps += [step for step in item['repair'] if step not in steps]
         return steps
 
     def as_dict(self):

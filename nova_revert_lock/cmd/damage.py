@@ -68,7 +68,8 @@ def format_text(result):
         lines.append('%s %s\n    %s' % (item['kind'], where, item['detail']))
     for item in result['unreadable']:
         lines.append('NOT CHECKED %s: %s' % (item['what'], item['error']))
-    lines.append('checked: ' + '; '.join(result['checked']))
+    lines.append('checked:')
+    lines += ['  %s' % item for item in result['checked']]
     if result['repair']:
         lines.append('repair, in this order:')
         lines += ['  %d. %s' % (n, step)
