@@ -88,8 +88,10 @@ class Report(object):
         self.findings.append(finding(*args, **kwargs))
 
     def cannot_read(self, what, error):
-        self.unreadable.append({'what': what,
-                                'error': audit_rows.one_line(error)})
+        """``error``: an exception, or the reason as text."""
+        if isinstance(error, Exception):
+            error = audit_rows.one_line(error)
+        self.unreadable.append({'what': what, 'error': error})
 
     def repair_steps(self):
         """Every finding's repair once, in the order to run them."""
@@ -286,6 +288,11 @@ def check_periodic(report, status_rows):
     """Findings from the status endpoints: failing periodic tasks."""
     answered = 0
     for row in status_rows:
+        if not row['reachable']:
+            # down, or on a broker that is down: not known to be well
+            report.cannot_read('status endpoint of %s' % row['host'],
+                               row['error'])
+            continue
         nodes = row.get('periodic_by_node')
         if nodes is None:
             continue
@@ -363,39 +370,14 @@ def check_placement(report, config_files, timeout):
 def collect(config_files, timeout=10.0, migration_age=3600.0,
             placement_timeout=300.0, now=None):
     """The damage report of the cloud the configuration files describe."""
-    from nova import context as nova_context
-    from nova import objects
-    from oslo_db import exception as db_exc
-
     conf = audit_targets.load_nova_config(config_files)
     now = now or datetime.datetime.now(datetime.timezone.utc)
     report = Report()
-    ctxt = nova_context.get_admin_context()
-    try:
-        cells = objects.CellMappingList.get_all(ctxt)
-    except (db_exc.DBError, ValueError, KeyError) as e:
-        raise audit_targets.UsageError(
-            'cannot read the cell mappings from [api_database] '
-            'connection: %s' % audit_rows.one_line(e))
-    targets = []
-    for cell in cells:
-        if cell.is_cell0():
-            continue
-        name = cell.name or cell.uuid
-        try:
-            with nova_context.target_cell(ctxt, cell) as cctxt:
-                services = check_cell(report, name, cctxt, now,
-                                      migration_age)
-        except Exception as e:  # noqa: BLE001 - reported, the rest goes on
-            report.cannot_read('cell %s database' % name, e)
-            continue
-        try:
-            url = cell.transport_url
-        except Exception as e:  # noqa: BLE001 - reported
-            report.cannot_read('cell %s transport_url' % name, e)
-            continue
-        targets += [audit_targets.Target(s.host, name, url)
-                    for s in sorted(services, key=lambda s: s.host)]
+    targets, rows = audit_targets.targets_from_cells(
+        conf, lambda name, cctxt: check_cell(report, name, cctxt, now,
+                                             migration_age))
+    for row in rows:
+        report.cannot_read('cell %s' % row['cell'], row['error'])
     check_periodic(report, query.query(conf, targets, timeout)
                    if targets else [])
     check_placement(report, config_files, placement_timeout)

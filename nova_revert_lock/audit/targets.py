@@ -142,8 +142,13 @@ def _configure_databases(conf):
         sqlalchemy_api.configure(conf)
 
 
-def targets_from_cells(conf):
-    """``--all``: (targets, error rows of the cells that cannot be read)."""
+def targets_from_cells(conf, read_cell=None):
+    """``--all``: (targets, error rows of the cells that cannot be read).
+
+    :param read_cell: ``read_cell(name, cctxt)`` returns a cell's compute
+        services, ``cctxt`` targeting its database (default: just read
+        them); whatever it raises makes that cell's error row.
+    """
     from nova import context as nova_context
     from nova import objects
     from oslo_db import exception as db_exc
@@ -151,15 +156,15 @@ def targets_from_cells(conf):
     ctxt = nova_context.get_admin_context()
     try:
         cells = objects.CellMappingList.get_all(ctxt)
-    except db_exc.DBError as e:
+    except (db_exc.DBError, ValueError, KeyError) as e:
+        # KeyError, ValueError: a templated transport_url or
+        # database_connection Nova cannot fill in from this configuration
         raise UsageError('cannot read the cell mappings from '
                          '[api_database] connection: %s'
                          % audit_rows.one_line(e))
-    except (ValueError, KeyError) as e:
-        # a templated transport_url or database_connection Nova cannot
-        # fill in from this configuration
-        raise UsageError('cannot read the cell mappings: %s'
-                         % audit_rows.one_line(e))
+    read_cell = read_cell or (lambda _name, cctxt: (
+        objects.ServiceList.get_by_binary(cctxt, 'nova-compute',
+                                          include_disabled=True)))
     targets, rows = [], []
     for cell in cells:
         if cell.is_cell0():
@@ -167,8 +172,7 @@ def targets_from_cells(conf):
         name = cell.name or cell.uuid
         try:
             with nova_context.target_cell(ctxt, cell) as cctxt:
-                services = objects.ServiceList.get_by_binary(
-                    cctxt, 'nova-compute', include_disabled=True)
+                services = read_cell(name, cctxt)
         except Exception as e:  # noqa: BLE001 - a row, not a traceback
             rows.append(audit_rows.new_row(
                 None, name, error='cell database unreachable: %s'

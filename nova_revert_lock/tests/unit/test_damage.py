@@ -73,17 +73,23 @@ class ReportTest(testtools.TestCase):
     def test_failing_periodic_from_the_endpoints(self):
         report = damage.Report()
         damage.check_periodic(report, [
-            {'host': 'h1', 'cell': 'c', 'periodic_by_node': {
+            {'host': 'h1', 'cell': 'c', 'reachable': True,
+             'periodic_by_node': {
                 'n1': {'outcome': 'failed', 'failed_in_a_row': 3,
                        'at': 'T', 'error': 'CPUPinningInvalid: CPU set',
                        'last_ok_at': None},
                 'n2': {'outcome': 'ok'}}},
-            {'host': 'plain', 'cell': 'c'}])
+            {'host': 'plain', 'cell': 'c', 'reachable': True},
+            {'host': 'down', 'cell': 'c', 'reachable': False,
+             'error': 'no answer within 5s'}])
         (item,) = report.findings
         self.assertEqual(('h1', 'n1', '1879878'),
                          (item['host'], item['node'], item['bug']))
         self.assertIn('3 run(s) in a row failed', item['detail'])
-        self.assertIn('1 of 2 host(s)', report.checked[0])
+        self.assertIn('1 of 3 host(s)', report.checked[0])
+        self.assertEqual([{'what': 'status endpoint of down',
+                           'error': 'no answer within 5s'}],
+                         report.unreadable)
 
 
 class PlacementTest(testtools.TestCase):
@@ -208,9 +214,10 @@ class CollectTest(testtools.TestCase):
         query = self.patch(damage.query, query=mock.DEFAULT)['query']
         query.return_value = []
         report = damage.collect(['nova.conf'])
-        self.assertEqual([{'what': 'cell bad database',
-                           'error': 'OSError: Can\'t connect to MySQL '
-                                    'server'}], report.unreadable)
+        self.assertEqual([{'what': 'cell bad',
+                           'error': 'cell database unreachable: OSError: '
+                                    'Can\'t connect to MySQL server'}],
+                         report.unreadable)
         (targets,) = [c[0][1] for c in query.call_args_list]
         self.assertEqual([('cmp1', 'good', 'rabbit://good')],
                          [(t.host, t.cell, t.url) for t in targets])
