@@ -12,15 +12,9 @@
 
 """The class composition: the manager and tracker subclasses the fix runs as.
 
-:func:`compose` builds, for the mixins the guard admitted::
-
-    RevertLockResourceTracker(PeriodicObserver, <tracker mixins>...,
-                              ResourceTracker)
-    RevertLockComputeManager(<manager mixins>..., TrackerSwap,
-                             StatusEndpointMixin, <manager>)
-
-where ``<manager>`` is nova-compute's manager class. Marked tracker methods
-get the installed tracker's own lock. Nova's classes are never modified.
+:func:`compose` builds them from the admitted mixins ("What is overridden"
+in doc/source/reference/architecture.rst). Marked tracker methods get the
+installed tracker's own lock. Nova's classes are never modified.
 """
 
 import collections
@@ -38,12 +32,7 @@ LOG = logging.getLogger(__name__)
 
 
 class TrackerSwap(object):
-    """Give the composed manager its tracker subclass.
-
-    A vendor's tracker subclass is composed over too, unless it overrides
-    a function the mixins replace or rely on: then nova-compute refuses to
-    start rather than drop or bypass that override.
-    """
+    """Give the composed manager its tracker subclass (a vendor's too)."""
 
     #: set by :func:`compose`
     _nrl_tracker_mixins = ()
@@ -178,11 +167,7 @@ def compose(manager_cls, applied, lock):
 
 
 def _guarded_tracker_functions(applied, namespace):
-    """Tracker functions a foreign tracker class must not override.
-
-    Those the mixins replace, rely on or define, and those whose lock is
-    read; as a dict name -> sorted names of the mixins needing it.
-    """
+    """{function: mixins needing it} a foreign tracker must not override."""
     prefix = 'nova.compute.resource_tracker:ResourceTracker.'
     guarded = collections.defaultdict(set)
     names = [s.name for s, _c in applied]

@@ -12,13 +12,10 @@
 
 """What each fix is: one declaration per mixin, importing no Nova.
 
-Everything else is derived from :data:`FIXES`: the default of
-``[revert_lock] mixins``, the bug table, the support and bug matrices
-(:mod:`nova_revert_lock.guard.matrix`), the fingerprint survey
-(``tools/survey_fingerprints.py``, which reads this module without
-importing Nova) and the docs' tables. The implementations live in
-:mod:`nova_revert_lock.mixins`, one module per fix, each an entry point
-of :data:`NAMESPACE` in ``setup.cfg`` (a unit test keeps the two equal).
+The defaults, tables, matrices and ``tools/survey_fingerprints.py`` (which
+reads it without Nova) derive from :data:`FIXES`; see "Where things are"
+in doc/source/reference/architecture.rst. Each fix is an entry point of
+:data:`NAMESPACE` in ``setup.cfg`` (a unit test keeps the two equal).
 """
 
 import collections
@@ -85,10 +82,7 @@ def declare(name, summary, kind, replaces, relies_on=(), bugs=(),
 
 
 def _calls_under_lock(entry, tracker_method):
-    """Upstream's 1879878 fix: ``entry`` calls ``tracker_method``.
-
-    That one is locked, sets the status and calls ``_drop_move_claim``.
-    """
+    """Upstream's 1879878 fix: ``entry`` calls locked ``tracker_method``."""
     return (Does(entry, 'calls', tracker_method),
             Does(_RT + tracker_method, 'decorated', 'synchronized'),
             Does(_RT + tracker_method, 'assigns', 'status'),

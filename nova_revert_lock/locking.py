@@ -12,16 +12,10 @@
 
 """Take ``COMPUTE_RESOURCE_SEMAPHORE`` exactly as the installed tracker does.
 
-oslo.concurrency keeps fair and plain internal locks in separate
-registries: ``lock('compute_resources', fair=True)`` and
-``lock('compute_resources')`` never exclude each other, silently. Train's
-tracker takes the semaphore plain, Ussuri and later fair. So the new
-critical sections read the arguments the installed tracker's own
-``lockutils.synchronized`` wrapper closed over (name, fairness, external,
-prefix...) and decorate with exactly those.
-
-The lock is not reentrant: code under it must never call a synchronized
-tracker method.
+A fair and a plain lock of one name never exclude each other, and Train
+takes it plain, later releases fair: see "Lock identity" in
+doc/source/reference/architecture.rst. The lock is not reentrant: code
+under it must never call a synchronized tracker method.
 """
 
 import inspect

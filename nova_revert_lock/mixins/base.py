@@ -10,12 +10,9 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""What a mixin is, and the code several mixins share.
+"""What a mixin is (:class:`MixinSpec`), and code several mixins share.
 
-A mixin is its fix's declaration (:data:`nova_revert_lock.fixes.FIXES`)
-plus the classes that implement it: a :class:`MixinSpec`. The guard
-(:mod:`nova_revert_lock.guard`) checks the live Nova against the
-declaration; this module imports it, never the other way round.
+A mixin imports the guard, never the other way round.
 """
 
 import inspect
@@ -106,10 +103,7 @@ class MixinSpec(object):
         return None
 
     def check(self, table=None):
-        """Check the live Nova; return a :class:`~.decision.MixinCheck`.
-
-        :param table: see :func:`~nova_revert_lock.decision.decide`
-        """
+        """Check the live Nova; ``table`` as for :func:`~.decision.decide`."""
         absent = self._not_applicable()
         if absent is not None:
             return absent

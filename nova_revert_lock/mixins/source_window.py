@@ -13,35 +13,10 @@
 """Count a reverting instance on its source, and only there, until back.
 
 Runs on both hosts of a revert, on every Nova this package knows: upstream
-left this window open everywhere, even where it fixed bug 1879878
-(doc/source/source-window.rst).
-
-The destination sets the migration ``reverted`` (the *flip*), drops its
-claim, then casts ``finish_revert_resize`` to the source, which saves
-``instance.host`` back (the *return*). In between, the source's
-``update_available_resource`` counts the instance nowhere (a new instance
-can be pinned to its pCPUs), and the destination's counts it with the
-source's NUMA topology and pinning although its claim is gone
-(``CPUPinningInvalid``). Nothing is written, no RPC changes.
-
-Source: upstream reads the node's instances, then its in-progress
-migrations; a flip before the second read with a return after the first
-leaves both blind. Right after upstream pairs the two, a look-up made
-after the flip finds the ``reverted`` migration and counts the instance
-once: as the outgoing migration it was or, already back, as an instance
-of the node. It runs (under ``COMPUTE_RESOURCE_SEMAPHORE``, with filters
-that survive the conductor's RPC serialization) only when a resize the
-tracker noted in memory has left the in-progress list (read before it
-decides: a later flip is seen by the next run) with its instance not
-back, and on a node's first periodic run, for a revert a restart hid.
-
-Destination: a ``resize_reverting`` instance whose migration (read by its
-context's id) came to this node from another one and is ``reverted`` is
-not counted: the revert writes that status with the claim drop under the
-semaphore the periodic task holds. It stays listed for the allocation
-clean-up.
-
-If a read fails, the node counts as upstream's does.
+left the time between the destination's claim drop and the source's
+``finish_revert_resize`` open everywhere. The window, the look-up, why it
+counts exactly once and what it costs: doc/source/source-window.rst. If a
+read fails, the node counts as upstream's does.
 """
 
 import collections
@@ -103,10 +78,7 @@ def _given_back(migration, host, nodename):
 
 
 def _read_failed(tracker, flag, nodename, what, error):
-    """Log a failed read: WARNING once, then DEBUG until it works again.
-
-    ``flag`` names the tracker's attribute saying that the read fails.
-    """
+    """Log a failed read: WARNING once, then DEBUG while ``flag`` is set."""
     log = LOG.debug if getattr(tracker, flag) else LOG.warning
     log('Cannot %(what)s from node %(node)s (%(error)s: %(reason)s); '
         'counting as upstream does until it works again',
@@ -116,10 +88,7 @@ def _read_failed(tracker, flag, nodename, what, error):
 
 
 def _log_new_at_info(tracker, store, nodename, found, message, values):
-    """Log each (migration, instance) at INFO once, then at DEBUG.
-
-    ``store`` names the tracker's dict: nodename -> uuids logged.
-    """
+    """Log each (migration, instance) at INFO once, then at DEBUG."""
     logged = tracker.__dict__.setdefault(store, {})
     before = logged.get(nodename, ())
     for migration, instance in found:
@@ -278,10 +247,7 @@ class SourceWindowTracker(object):
         return found
 
     def _nrl_left(self, nodename, migrations, instance_by_uuid):
-        """The noted resizes that left the list, their instance not back.
-
-        Returns migration uuid -> instance uuid, or None on a first run.
-        """
+        """Noted resizes off the list, instance not back; None: first run."""
         first = nodename not in self.__dict__.get('_nrl_seen_nodes', ())
         watch = self._nrl_watched(nodename)
         listed = set()
