@@ -12,16 +12,11 @@
 
 """Activate the fix in this process: register the composed compute manager.
 
-:func:`activate` runs the guard, composes the classes it admitted, publishes
-the manager as this module's ``RevertLockComputeManager`` and points
-``nova.service.SERVICE_MANAGERS['nova-compute']`` at it, so that
-``Service.create()`` (nova-compute, Nova's functional tests) builds it.
-:func:`deactivate` undoes exactly that. Nova's classes are never modified.
-
-When nothing is composed on an ``already-fixed`` or ``incomplete`` Nova,
-the manager gets the status endpoint only, so that ``nova-revert-lock
-status`` can tell that host's state; a refusal or ``[revert_lock] enabled
-= false`` leaves nova-compute's manager as shipped (the audit says so).
+See doc/source/reference/architecture.rst, "What is overridden". When
+nothing is composed on an ``already-fixed`` or ``incomplete`` Nova, the
+manager gets the status endpoint only, so that ``nova-revert-lock status``
+can tell that host's state; a refusal or ``enabled = false`` leaves
+nova-compute's manager as shipped (the audit says so).
 """
 
 from oslo_config import cfg
@@ -72,8 +67,7 @@ def check(conf=None):
 def build(conf=None):
     """Run the guard and compose the classes; register nothing.
 
-    :returns: an :class:`~nova_revert_lock.report.ActivationReport` whose
-        ``manager`` is the composed class, or None if nothing was composed
+    The report's ``manager`` is the composed class, or None.
     """
     found = assess.assess(conf, _configured_manager)
     if found.applied:
@@ -98,12 +92,7 @@ def activate(conf=None):
     """Apply the configured mixins to nova-compute's manager.
 
     Idempotent for the same configuration; a different one starts over.
-
-    :param conf: a ConfigOpts (default: the global CONF)
-    :returns: :class:`~nova_revert_lock.report.ActivationReport`
-    :raises ConfigurationError: bad ``[revert_lock]`` values (nothing is
-        changed)
-    :raises NovaNotAvailable: Nova cannot be imported
+    Bad ``[revert_lock]`` values raise ConfigurationError, changing nothing.
     """
     conf = cfg.CONF if conf is None else conf
     nrl_conf.register_opts(conf)

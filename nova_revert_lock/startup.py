@@ -12,26 +12,12 @@
 
 """How the installed Nova starts nova-compute, and starting it that way.
 
-nova-compute must choose its concurrency model (eventlet monkey patching,
-or native threading) before anything else is imported, and where Nova
-does that changed between releases:
-
-=============  ==========================================================
-Nova           concurrency set up by
-=============  ==========================================================
-20.x - 31.x    ``import nova.monkey_patch`` in ``nova/cmd/__init__.py``
-32.x           ``monkey_patch.patch()`` in ``nova/cmd/__init__.py``
-33.x           ``monkey_patch.patch()``, first in ``nova/cmd/compute.py``
-34.x           ``monkey_patch.patch(backend='threading')``, first in
-               ``nova/cmd/compute.py``; eventlet must not have been
-               imported before (Nova refuses to start)
-=============  ==========================================================
-
-So importing ``nova.cmd.compute``, as the console script does, sets
-concurrency up as the release wants it (Nova itself honours
-``OS_NOVA_DISABLE_EVENTLET_PATCHING`` and, 34.x on, ``[DEFAULT]
-concurrency_backend``). :func:`recognise` checks from Nova's source that
-it is one of these shapes.
+Where nova-compute sets up its concurrency model changed between releases;
+importing ``nova.cmd.compute``, as the console script does, lets the
+release do it as it wants (on 34.x eventlet must not have been imported
+before: Nova refuses to start). :func:`recognise` checks from Nova's
+source that it is a known shape. See
+doc/source/cli/nova-compute-revert-lock.rst, "Start-up order".
 
 NOTE: only the standard library may be imported here: this runs before
 Nova sets up concurrency.
@@ -220,14 +206,11 @@ def _has_main(tree):
 
 
 def recognise(nova_dir=None, console_script=None, version=None):
-    """Check how the installed Nova starts nova-compute; import nothing.
+    """The :class:`EntryPoint` of the installed Nova; import nothing.
 
-    By default the installed Nova is found without importing it, and its
-    console script and version are read from its metadata.
-
-    :returns: :class:`EntryPoint`
-    :raises NovaNotFound: no Nova here
-    :raises UnrecognisedEntryPoint: the message says what was expected
+    By default Nova is found without importing it, its console script and
+    version read from its metadata. Raises :exc:`NovaNotFound` or
+    :exc:`UnrecognisedEntryPoint` (saying what was expected).
     """
     if nova_dir is None:
         nova_dir = _nova_dir()

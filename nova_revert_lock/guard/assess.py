@@ -12,15 +12,10 @@
 
 """The guard, live: which configured mixins may apply to this nova-compute.
 
-Each of the ``[revert_lock] mixins`` is checked against the live Nova, the
-tracker's lock must be readable and the configured manager must override
-nothing a mixin needs. Nothing is changed here: :mod:`.composition` and
-:mod:`.activation` compose and register the classes after.
-
-The core mixins (bug 1879878) are admitted strictly: one failing refuses
-the whole activation. An extra (beyond upstream, or a sibling race of
-``fixes.FAMILY``) that fails is left out with a warning, never costing the
-host the core fix or the other extras.
+Nothing is changed here: :mod:`.composition` and :mod:`.activation` compose
+and register the classes after. Core mixins are admitted strictly, extras
+each alone: see doc/source/reference/guard.rst, "What an operator gets on
+code the guard does not know".
 """
 
 import collections
@@ -108,11 +103,8 @@ def _overridden(manager_cls, refs):
 def assess(conf, configured_manager):
     """Run the guard on this nova-compute; return an :class:`Assessment`.
 
-    :param conf: an oslo.config ConfigOpts (None: the global CONF)
     :param configured_manager: callable returning ``(path, class)`` of the
         compute manager nova-compute is configured with (not ours)
-    :raises ConfigurationError: for option values we cannot act on
-    :raises NovaNotAvailable: if Nova cannot be imported
     """
     conf = cfg.CONF if conf is None else conf
     nrl_conf.register_opts(conf)
@@ -215,12 +207,10 @@ def _unconfigured_core_checks(names):
 def _admit(manager_cls, candidates, strict):
     """The lock and override checks of the mixins that matched.
 
-    :param candidates: list of (MixinSpec, MixinCheck); only MATCHes count
     :param strict: True for the core mixins (any failure keeps them all
         out), False for the extras (each that fails is left out alone)
-    :returns: ``(admitted, lock, messages)``: the pairs that may be
-        composed, the :class:`~.locking.LockSpec` (or None), and the
-        problems (strict) or warnings naming the mixin
+    :returns: ``(admitted pairs, LockSpec or None, messages)``: problems
+        (strict) or warnings naming the mixin
     """
     candidates = [(s, c) for s, c in candidates
                   if c.outcome == decision.MATCH]

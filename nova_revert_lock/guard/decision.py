@@ -90,10 +90,7 @@ _BY_RELEASE = (None, None)
 
 
 def by_release(table=None):
-    """{surveyed release: {ref: fingerprint}}, not to be modified.
-
-    :param table: a ``FINGERPRINTS`` mapping (default: the generated one)
-    """
+    """{surveyed release: {ref: fingerprint}}, cached: not to be modified."""
     global _BY_RELEASE
     table = fingerprint_table.FINGERPRINTS if table is None else table
     if _BY_RELEASE[0] is table:
@@ -168,18 +165,12 @@ def verified_releases(name, implemented, table=None):
 def decide(name, functions, fixed, verified, table=None):
     """The verdict on mixin ``name`` for code described by ``functions``.
 
-    :param functions: a :class:`~.fingerprints.FunctionCheck` per ref the
-        mixin replaces or relies on
     :param fixed: True when the code carries upstream's fix (``fixed_when``)
     :param verified: {series: labels} (:func:`verified_releases`)
-    :param table: the ``FINGERPRINTS`` checked against (for the nearest
-        release; default: the generated one)
 
-    An implementation applies when one of its verified releases ships every
-    function as the code has them: a mixin relies on how its functions work
-    together (the order of the periodic task's reads, of a move's steps),
-    so a partial backport whose functions are each verified somewhere, but
-    never together, is UNKNOWN. Of several matching series the newest wins.
+    One verified release must ship every function as the code has them
+    (doc/source/reference/guard.rst, "How code is verified"). Of several
+    matching series the newest wins.
     """
     if fixed:
         return MixinCheck(name, FIXED_UPSTREAM, functions)
@@ -221,10 +212,7 @@ def decide(name, functions, fixed, verified, table=None):
 
 
 def check_release(name, label, table=None):
-    """The verdict on mixin ``name`` for surveyed release ``label``.
-
-    What ``nova-revert-lock check`` says on it, from the table alone.
-    """
+    """What ``check`` says of mixin ``name`` on surveyed release ``label``."""
     table = fingerprint_table if table is None else table
     code = by_release(table.FINGERPRINTS).get(label, {})
     fix = fixes.FIXES[name]

@@ -10,14 +10,11 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""Fingerprints of upstream Nova functions.
+"""Fingerprints of upstream Nova functions, live or in released sources.
 
-A fingerprint is the SHA-256 of a function's *normalized* source: its
-decorators, signature and body as :mod:`tokenize` tokens, without comments,
-blank lines, indentation or docstrings. Any change of code changes it,
-whatever the Python version (Train runs on 3.6, current Nova on 3.11).
-It is taken of live functions (:func:`live_fingerprint`) and of released
-Nova sources (:func:`sources_in_source`, for ``tools/survey_fingerprints.py``).
+The SHA-256 of a function's significant tokens (:func:`normalize`): the
+same whatever the Python version (Train runs on 3.6, current Nova on 3.11).
+See doc/source/reference/architecture.rst, "The guard".
 """
 
 import ast
@@ -58,11 +55,7 @@ class SourceUnavailable(Exception):
 
 
 class UnknownWrapper(Exception):
-    """A live function is wrapped by a decorator the guard does not know.
-
-    Its fingerprint would be the wrapped function's, and a mixin replacing
-    it would silently drop the wrapper.
-    """
+    """A live function is wrapped by a decorator the guard does not know."""
 
 
 def normalize(source):
@@ -119,10 +112,7 @@ def fingerprint(source):
 
 
 def resolve(ref):
-    """The live object ``'package.module:Class.attribute'`` names.
-
-    :raises ImportError, AttributeError: if it does not exist
-    """
+    """The live object ``'package.module:Class.attribute'`` names."""
     module_name, _, path = ref.partition(':')
     obj = importlib.import_module(module_name)
     for part in path.split('.'):
@@ -199,10 +189,7 @@ def unwrap(func, strict=True):
 
 
 def innermost(func):
-    """The function under every decorator, known or not.
-
-    For reading what upstream's code does, not for replacing it.
-    """
+    """Under every decorator, known or not: to read code, not to replace."""
     return unwrap(func, strict=False)
 
 
@@ -210,7 +197,6 @@ def live_source(func):
     """Source of a live function as written, through known decorators.
 
     :raises SourceUnavailable: no Python source (mocks, builtins, no ``.py``)
-    :raises UnknownWrapper: as :func:`unwrap`
     """
     func = unwrap(func)
     try:
@@ -228,8 +214,6 @@ def live_fingerprint(ref):
 
     Tokenizing is most of the guard's cost at nova-compute's start, so the
     exact source text is first looked up in the survey's ``SOURCE_DIGESTS``.
-
-    :raises: as :func:`resolve`, :func:`live_source`
     """
     func = unwrap(resolve(ref))
     code = getattr(func, '__code__', None)
@@ -323,12 +307,9 @@ def sources_in_source(source, refs):
 class FunctionCheck(object):
     """The result of checking one function against the table.
 
-    :ivar ref: the reference checked (``module:Class.attr``)
-    :ivar fingerprint: its fingerprint, or None
-    :ivar releases: frozenset of Nova releases shipping exactly this code
-        (empty if unknown); if absent, the surveyed releases lacking it too
-    :ivar error: why there is no fingerprint (missing, no source), or None
-    :ivar absent: True if the function is missing and that is accepted
+    ``releases`` ship exactly this code (none: unknown), or lack it too if
+    ``absent`` (missing, and that is accepted); ``error`` says why there is
+    no fingerprint (missing, no source).
     """
 
     def __init__(self, ref, fingerprint=None, releases=frozenset(),

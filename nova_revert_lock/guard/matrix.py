@@ -13,9 +13,7 @@
 """The support matrix: the guard's verdict on every surveyed release.
 
 ``nova-revert-lock support-matrix`` prints it as a table, JSON or reST
-(``doc/source/reference/support-matrix.rst``, and ``bug-matrix.rst`` for
-``--by bug``, a verdict per bug of the family). Each cell is
-:func:`~.decision.check_release`.
+(doc/source/reference/support-matrix.rst, bug-matrix.rst for ``--by bug``).
 """
 
 import collections
@@ -104,17 +102,11 @@ def grouped(table=None, by='mixin'):
     return rows
 
 
-def _release_cell(first, last, count):
-    if count == 1:
-        return first
-    return '%s - %s (%d)' % (first, last, count)
-
-
 def _printed(table, by):
     """The header and the rows of the printed matrix, as lists of cells."""
     rows = grouped(table, by)
     names = list(rows[0][3]) if rows else []
-    body = [[_release_cell(first, last, count),
+    body = [[first if count == 1 else '%s - %s (%d)' % (first, last, count),
              releases.series_of(first)] + list(cells.values())
             for first, last, count, cells in rows]
     return ['release', 'series'] + names, body

@@ -12,17 +12,11 @@
 
 """Recognise upstream's fix for a bug from what the code does.
 
-Distributions backport fixes without changing Nova's version, so the guard
-reads the code. A fix's ``fixed_when`` (:data:`nova_revert_lock.fixes.FIXES`)
-lists its parts (:class:`~nova_revert_lock.fixes.Does`). A part holds when
-its action is in the anchor or in a method of its class it reaches through
-``self.<method>``: upstream moves bodies into helpers and renames private
-methods (21.1.1 split ``finish_revert_resize`` in two), so anchors are
-stable entry points (RPC methods, the periodic task). A fix is recognised
-only when *every* part holds: a partial backport is not the fix.
-
-The same search runs on the live Nova and on the survey's source texts, so
-the support matrix and nova-compute reach the same verdict.
+The parts of a fix's ``fixed_when`` are looked for from stable anchors
+through ``self.<method>`` helpers (21.1.1 split ``finish_revert_resize``
+in two), on the live Nova and on the survey's source texts alike, so that
+nova-compute and the support matrix agree. See
+doc/source/reference/guard.rst, "How a fix is recognised".
 """
 
 import ast
@@ -129,11 +123,8 @@ def _assigned_attributes(node):
 class _Summary(object):
     """What one function does, nested functions included, in one walk.
 
-    :ivar calls: names called (``f()``, ``x.f()``)
-    :ivar assigns: attribute names assigned (``x.name = ...``)
-    :ivar refers: names and attribute names used in code (not in strings)
-    :ivar decorators: names of the decorators called (``@name(...)``)
-    :ivar self_methods: names ``self.<name>`` refers to, in order
+    Names called, attributes assigned, names used in code (not in strings),
+    decorators called (``@name(...)``), and ``self.<name>`` in order.
     """
 
     def __init__(self, func_node):
