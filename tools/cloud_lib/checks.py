@@ -836,7 +836,7 @@ FAULT_MEASURES = ('books_wrong', 'pins_wrong', 'pins_shared', 'negative',
                   'leaked', 'missing',
                   'stuck_migrations', 'stuck_server', 'server_in_error',
                   'next_move_failed', 'server_unusable', 'repaired',
-                  'repair_failed')
+                  'repair_failed', 'damage_missed')
 #: what the extension must never leave, whatever plain Nova does
 MUST_NOT = ('books_wrong', 'pins_shared', 'negative', 'repair_failed',
             'next_move_failed', 'server_unusable')
@@ -883,6 +883,7 @@ def _fault_counts(records):
         row['server_unusable'] += not r.get('server_usable', False)
         row['repaired'] += bool(r['repair'])
         row['repair_failed'] += _repair_failed(r)
+        row['damage_missed'] += bool(r.get('damage_missed'))
         for step in r['repair']:
             # NOTE: the kind of step, not the server's or migration's id
             kind = ' '.join(w for w in step.split() if len(w) != 36)
@@ -912,6 +913,11 @@ def judge_faults(by_mode):
                 problems.append('%s (%s): not run: %s' % (
                     scenario, mode, '; '.join(row['not_run']) if row
                     else 'missing'))
+        for mode, row in (('wrapper', w), ('plain', p)):
+            if row and row['damage_missed']:
+                problems.append('%s (%s): nova-revert-lock damage missed '
+                                'what the fault left (%d runs)' % (
+                                    scenario, mode, row['damage_missed']))
         if not (w and p and w['runs']):
             continue
         for m in MUST_NOT:

@@ -48,6 +48,7 @@ scenario run to FILE.
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -321,6 +322,7 @@ class Runner(object):
                 recover = RECOVER_PARTITION_S if action == LIVE else (
                     RECOVER_S)
             self.judge(record, sid, recover)
+            self.damage_report(record, sid)
             self.repair(record, sid)
             # NOTE: the server moves again (a judged resize and confirm)
             move = self.soak.cycle(sid, 'confirm')
@@ -438,6 +440,46 @@ class Runner(object):
         record['repair'] = steps
         if steps:
             self.judge(record, sid, RECOVER_S, prefix='after_repair_')
+
+    def damage_report(self, record, sid):
+        """``nova-revert-lock damage`` on what the fault left.
+
+        Whatever the runner judged as damage, the report must name too:
+        a server in ERROR with one of the family's symptoms, an
+        allocation of a migration that is over, a migration stuck (older
+        than a second here), a dedicated CPU two guests share.
+        """
+        proc = subprocess.run(
+            [os.path.join(os.path.dirname(sys.executable),
+                          'nova-revert-lock'), 'damage', '--config-file',
+             os.path.join(self.state_dir, 'etc', 'nova.conf'),
+             '--migration-age', '1', '--timeout', '5', '--format', 'json'],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            universal_newlines=True, timeout=600)
+        try:
+            found = json.loads(proc.stdout)['findings']
+        except (ValueError, KeyError):
+            record['damage'] = {'rc': proc.returncode,
+                                'error': proc.stderr[-300:]}
+            record['damage_missed'] = ['the report failed']
+            return
+        named = {(f['kind'], f['server']) for f in found} | {
+            (f['kind'], f['migration']) for f in found}
+        expected = [('orphaned-allocation', uuid)
+                    for uuid in record['leaked']] + [
+            ('stale-migration', uuid)
+            for uuid in record['stuck_migrations']]
+        if record['server_in_error'] and re.search(
+                'CPU(Unp|P)inningInvalid|subset of (pinned|free) CPU set',
+                record.get('fault') or ''):
+            expected.append(('server-in-error', sid))
+        missed = ['%s %s' % e for e in expected if e not in named]
+        if record.get('pins_shared') and not any(
+                f['kind'] == 'shared-pcpu' for f in found):
+            missed.append('shared-pcpu')
+        record['damage'] = {'rc': proc.returncode, 'kinds': sorted(
+            {f['kind'] for f in found})}
+        record['damage_missed'] = missed
 
     def has_audit(self):
         if not hasattr(self, '_audit'):
