@@ -169,26 +169,13 @@ def check_cell(report, cell, ctxt, now, migration_age):
             _error_server(report, cell, ctxt, instance)
 
     busy = set()
+    servers = {instance.uuid: instance for instance in instances}
     for migration in moving:
-        busy.update([(migration.source_compute, migration.source_node),
-                     (migration.dest_compute, migration.dest_node)])
-        age = _age(now, migration)
-        if age is None or age < migration_age:
-            continue
-        if migration.status == 'finished':
-            repair = ['openstack server resize confirm %s  # or: openstack '
-                      'server resize revert %s' % ((migration.instance_uuid,)
-                                                   * 2)]
-        else:
-            repair = ['openstack server set --state active %s'
-                      % migration.instance_uuid,
-                      'restart nova-compute on %s (it errors out the moves '
-                      'a restart interrupted)' % migration.source_compute]
-        report.add(STALE_MIGRATION,
-                   '%s migration %s for %d s' % (
-                       migration.migration_type, migration.status, age),
-                   repair, cell=cell, host=migration.source_compute,
-                   server=migration.instance_uuid, migration=migration.uuid)
+        server = servers.get(migration.instance_uuid)
+        if _moving(server):
+            busy.update([(migration.source_compute, migration.source_node),
+                         (migration.dest_compute, migration.dest_node)])
+            _stale(report, cell, now, migration_age, migration, server)
 
     by_node = {}
     for instance in instances:
@@ -204,6 +191,38 @@ def check_cell(report, cell, ctxt, now, migration_age):
             continue
         _books(report, cell, compute, by_node.get(key, ()))
     return services
+
+
+def _moving(server):
+    """Does the server still show a move (a task, or ``VERIFY_RESIZE``)?"""
+    return server is not None and bool(server.task_state or
+                                       server.vm_state == 'resized')
+
+
+def _stale(report, cell, now, migration_age, migration, server):
+    """A move older than ``migration_age`` that its server still shows.
+
+    Once the server is reset (no task state, not ``resized``) a record
+    left in a non-final status is history: Nova has no command to end
+    it, and it holds nothing the placement audit would not report.
+    """
+    age = _age(now, migration)
+    if age is None or age < migration_age:
+        return
+    if migration.status == 'finished' and server.vm_state == 'resized':
+        repair = ['openstack server resize confirm %s  # or: openstack '
+                  'server resize revert %s' % ((server.uuid,) * 2)]
+    else:
+        repair = ['openstack server set --state active %s  # once its '
+                  'guest is known to run on its host (openstack server '
+                  'show; the hypervisor\'s own listing)' % server.uuid,
+                  'openstack resource provider allocation delete %s  # '
+                  'what the move held; no service will finish it'
+                  % migration.uuid]
+    report.add(STALE_MIGRATION, '%s migration %s for %d s, server %s/%s' % (
+        migration.migration_type, migration.status, age, server.vm_state,
+        server.task_state), repair, cell=cell, host=migration.source_compute,
+        server=server.uuid, migration=migration.uuid)
 
 
 def _error_server(report, cell, ctxt, instance):

@@ -221,3 +221,43 @@ class CollectTest(testtools.TestCase):
         (targets,) = [c[0][1] for c in query.call_args_list]
         self.assertEqual([('cmp1', 'good', 'rabbit://good')],
                          [(t.host, t.cell, t.url) for t in targets])
+
+
+class StaleMigrationTest(testtools.TestCase):
+    """A stuck move counts while its server still shows it."""
+
+    def setUp(self):
+        super(StaleMigrationTest, self).setUp()
+        import datetime
+        self.now = datetime.datetime(2026, 1, 1, 12,
+                                     tzinfo=datetime.timezone.utc)
+        self.migration = mock.Mock(
+            uuid='m1', status='confirming', migration_type='resize',
+            source_compute='h1', instance_uuid='s1', created_at=None,
+            updated_at=datetime.datetime(2026, 1, 1, 10))
+
+    def stale(self, vm_state, task_state):
+        server = mock.Mock(uuid='s1', vm_state=vm_state,
+                           task_state=task_state)
+        report = damage.Report()
+        if damage._moving(server):
+            damage._stale(report, 'c', self.now, 3600, self.migration,
+                          server)
+        return report.findings
+
+    def test_server_still_moving(self):
+        (item,) = self.stale('resized', None)
+        self.assertEqual(('s1', 'm1'), (item['server'], item['migration']))
+        self.assertIn('for 7200 s', item['detail'])
+        self.assertIn('allocation delete m1', item['repair'][1])
+
+    def test_server_at_rest_is_history(self):
+        self.assertEqual([], self.stale('active', None))
+
+    def test_young_move(self):
+        server = mock.Mock(uuid='s1', vm_state='active',
+                           task_state='resize_finish')
+        report = damage.Report()
+        damage._stale(report, 'c', self.now, 3 * 3600, self.migration,
+                      server)
+        self.assertEqual([], report.findings)
