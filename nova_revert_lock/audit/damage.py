@@ -38,8 +38,9 @@ SHARED_PCPU = 'shared-pcpu'
 BOOKS_WRONG = 'pinned-books-wrong'
 ORPHANED_ALLOCATION = 'orphaned-allocation'
 STALE_MIGRATION = 'stale-migration'
-#: in the order their repairs run
-KINDS = (PERIODIC_FAILING, SHARED_PCPU, ERROR_SERVER, BOOKS_WRONG,
+#: in the order their repairs run: the moves that free shared CPUs
+#: before the restart of a node whose periodic task they made fail
+KINDS = (SHARED_PCPU, ERROR_SERVER, PERIODIC_FAILING, BOOKS_WRONG,
          STALE_MIGRATION, ORPHANED_ALLOCATION)
 
 #: the family's symptoms, as Nova words them in an instance fault

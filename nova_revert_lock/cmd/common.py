@@ -41,3 +41,16 @@ def config_args(config_files):
 def default_files(config_files):
     """None (oslo.config finds nova-compute's files) unless files are named."""
     return None if config_files is None else []
+
+
+def positive_seconds(text):
+    """argparse type: a number of seconds > 0."""
+    import argparse
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1
+    if not value > 0:
+        raise argparse.ArgumentTypeError('must be a number of seconds > 0, '
+                                         'not %r' % text)
+    return value

@@ -45,11 +45,11 @@ def add_parser(subparsers):
     common.add_config_file_argument(
         parser, needs='. Needs [api_database] connection, and [placement] '
                       'credentials for the allocations')
-    parser.add_argument('--timeout', type=status._positive_seconds,
+    parser.add_argument('--timeout', type=common.positive_seconds,
                         default=10.0, metavar='SECONDS',
                         help='seconds to wait for each status endpoint '
                              '(default 10)')
-    parser.add_argument('--migration-age', type=status._positive_seconds,
+    parser.add_argument('--migration-age', type=common.positive_seconds,
                         default=3600.0, metavar='SECONDS',
                         help='a move under way for longer than this is '
                              'reported as stuck (default 3600)')
@@ -80,7 +80,7 @@ def format_text(result):
 
 
 def cmd_damage(args):
-    status._quiet_logging()
+    status.quiet_logging()
     started = time.time()
     try:
         report = damage.collect(args.config_file, timeout=args.timeout,

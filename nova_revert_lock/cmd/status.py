@@ -67,18 +67,6 @@ def summary(rows):
     return '%d of %d host(s) protected' % (good, len(rows))
 
 
-def _positive_seconds(text):
-    import argparse
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1
-    if not value > 0:
-        raise argparse.ArgumentTypeError('must be a number of seconds > 0, '
-                                         'not %r' % text)
-    return value
-
-
 def add_parser(subparsers):
     """Register ``status`` on the ``nova-revert-lock`` subparsers."""
     parser = subparsers.add_parser(
@@ -96,8 +84,8 @@ def add_parser(subparsers):
                        help='a compute host to ask (repeatable)')
     which.add_argument('--all', action='store_true',
                        help='every nova-compute service in every cell')
-    parser.add_argument('--timeout', type=_positive_seconds, default=10.0,
-                        metavar='SECONDS',
+    parser.add_argument('--timeout', type=common.positive_seconds,
+                        default=10.0, metavar='SECONDS',
                         help='seconds to wait for each host (default 10)')
     parser.add_argument('--format', choices=('table', 'json'),
                         default='table')
@@ -105,7 +93,8 @@ def add_parser(subparsers):
     return parser
 
 
-def _quiet_logging():
+def quiet_logging():
+    """Leave stderr to the rows (status) or findings (damage)."""
     # NOTE: the rows carry the reasons; driver retries and tracebacks on
     # stderr would bury them. The messaging loggers keep their warnings
     # for query._TransportErrors.
@@ -129,7 +118,7 @@ def run(args):
 
 
 def cmd_status(args):
-    _quiet_logging()
+    quiet_logging()
     try:
         rows = run(args)
     except audit.UsageError as e:

@@ -60,11 +60,12 @@ class ReportTest(testtools.TestCase):
         report.add(damage.SHARED_PCPU, 'y', ['migrate s', 'confirm s'])
         report.add(damage.PERIODIC_FAILING, 'z', ['restart h'])
         report.add(damage.SHARED_PCPU, 'y', ['migrate s', 'confirm s'])
-        self.assertEqual([damage.STATUS_FIRST, 'restart h', 'migrate s',
-                          'confirm s', 'audit --delete'],
+        self.assertEqual([damage.STATUS_FIRST, 'migrate s', 'confirm s',
+                          'restart h', 'audit --delete'],
                          report.repair_steps())
-        self.assertEqual([damage.PERIODIC_FAILING, damage.SHARED_PCPU,
-                          damage.SHARED_PCPU, damage.ORPHANED_ALLOCATION],
+        self.assertEqual([damage.SHARED_PCPU, damage.SHARED_PCPU,
+                          damage.PERIODIC_FAILING,
+                          damage.ORPHANED_ALLOCATION],
                          [f['kind'] for f in report.as_dict()['findings']])
 
     def test_clean_report_has_no_steps(self):
