@@ -574,6 +574,40 @@ class TestFamily(Base):
         self.assertEqual([], checks.judge_family({'evacuate': rec}))
 
 
+class DamageJudgementTest(unittest.TestCase):
+
+    def _report(self, *findings):
+        return {'findings': [{'kind': k, 'server': s} for k, s in findings]}
+
+    def test_the_report_must_name_what_the_races_did(self):
+        problems = []
+        result = self._report(('shared-pcpu', 'b'), ('server-in-error', 'e'))
+        damage._judge_report(problems, 'before', 1, result, [
+            (None, ('e',)), ('shared-pcpu', ('a', 'b'))])
+        self.assertEqual([], problems)
+        damage._judge_report(problems, 'before', 1, result, [
+            ('shared-pcpu', ('e',)), (None, ('x',))])
+        self.assertEqual(['before: the report missed shared-pcpu of e',
+                          'before: the report missed every finding of x'],
+                         problems)
+
+    def test_exit_code_follows_the_findings(self):
+        problems = []
+        damage._judge_report(problems, 'after', 1, self._report(), [])
+        damage._judge_report(problems, 'after', 0,
+                             self._report(('stale-migration', 's')), [])
+        damage._judge_report(problems, 'after', 3, None, [])
+        self.assertEqual(['after: exit 1 with 0 finding(s)',
+                          'after: exit 0 with 1 finding(s)',
+                          'after: the report failed (exit 3)'], problems)
+
+    def test_the_fixed_run_boots_when_the_plain_one_did(self):
+        race = {'records': [{'booted': 'y', 'boot_after_revert_s': 3.1},
+                            {'booted': None}]}
+        self.assertEqual([3.1], damage.boot_times(race))
+        self.assertEqual(list(damage.BOOT_AT), damage.boot_times(None))
+
+
 class TestCommandLine(unittest.TestCase):
 
     def test_help(self):

@@ -1015,7 +1015,8 @@ def _load(c, args):
 def cmd_damage(args):
     """Real damage on plain computes, the report, its repair, the fix."""
     def run(c):
-        problems, rec = damage.run(c, args.state_dir, args.cycles)
+        problems, rec = damage.run(c, args.state_dir, args.cycles,
+                                   args.attempts)
         problems += logcheck.ours_in(c.logs)
         rec['problems'] = problems
         _report(args, 'damage', rec)
@@ -1151,6 +1152,10 @@ def add_parsers(sub):
                         'same soak with the fix, the report clean')
     dm.add_argument('--cycles', type=int, default=10,
                     help='soak cycles of each kind per mode (default 10)')
+    dm.add_argument('--attempts', type=int, default=20,
+                    help='libvirt: reverts with a boot in the source window '
+                    'per mode; the plain run stops at the first shared CPU '
+                    '(default 20)')
     dm.add_argument('--up', action='store_true',
                     help='bring up a cloud for the run, down after it')
     dm.add_argument('--hypervisor', choices=cloud_mod.HYPERVISORS,
