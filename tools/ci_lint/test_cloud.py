@@ -207,6 +207,10 @@ class TestComputeConfiguration(CloudBase):
             self.c.state_dir, 'instances'), text)
         self.assertIn('helper_command = ', text)
         self.assertNotIn('nrl_cloud', text)
+        # a live migration reaches the destination's own libvirtd
+        self.assertIn('live_migration_uri = qemu+unix:///system?socket=%s\n'
+                      % os.path.join(self.c.state_dir, 'computes', '%s',
+                                     'libvirt', 'run', 'libvirt-sock'), text)
 
     def test_each_compute_reaches_the_broker_on_its_own_address(self):
         for i, (host, _m) in enumerate(cloud.COMPUTES):
@@ -572,6 +576,16 @@ class TestFamily(Base):
         # A plain destination, or one where upstream's fix stands in.
         rec.update(sections_by_kind={}, dest_mixins=[])
         self.assertEqual([], checks.judge_family({'evacuate': rec}))
+
+    def test_pinning_errors_count_against_the_fix_only(self):
+        rec = {'wrong': False, 'error': None,
+               'pinning_symptoms': {'h2': {'CPUPinningInvalid': 2}}}
+        self.assertEqual([], checks.judge_family({'migrate-incoming': rec},
+                                                 'plain'))
+        self.assertEqual(
+            ["family migrate-incoming: pinning errors with the fix: "
+             "{'h2': {'CPUPinningInvalid': 2}}"],
+            checks.judge_family({'migrate-incoming': rec}, 'wrapper'))
 
 
 class DamageJudgementTest(unittest.TestCase):

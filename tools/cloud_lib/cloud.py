@@ -879,7 +879,7 @@ class Cloud(object):
     def start_libvirtd(self, host, index):
         # NOTE: the computes' one instances path (configs.libvirt_compute)
         os.makedirs(os.path.join(self.state_dir, 'instances'), exist_ok=True)
-        hv.write(self.state_dir, host, index)
+        hv.write(self.state_dir, host, index, self.broker_address(host))
         name = 'libvirtd-%s' % host
         try:
             pid = hv.start(self.state_dir, host, self.log(name))

@@ -276,6 +276,11 @@ def libvirt_compute(c, host, sections):
         ('connection_uri', hypervisor.uri(c.state_dir, host)),
         # NOTE: TCG runs host-model too; no CPU of its own to match
         ('cpu_mode', 'host-model'),
+        # NOTE: a live migration reaches the destination's libvirtd on
+        # its own socket (Nova puts the destination's name for the %s);
+        # the shared instances path makes it a live migration without
+        # block copy.
+        ('live_migration_uri', hypervisor.uri(c.state_dir, '%s')),
     ]
     if c.info.get('pcpu', True):
         sections['compute'] = [('cpu_dedicated_set', DEDICATED_CPUS)]

@@ -84,10 +84,12 @@ def virsh(state_dir, host, *args, **kw):
     return proc.returncode, proc.stdout
 
 
-def write(state_dir, host, index):
+def write(state_dir, host, index, address):
     """The daemon's directories and configuration for ``host``.
 
     :param index: the compute's number, for its own port ranges
+    :param address: the compute's own loopback address, where its QEMU
+        takes an incoming live migration
     """
     top = base(state_dir, host)
     for name, _system in DIRS:
@@ -139,6 +141,11 @@ def write(state_dir, host, index):
             'remote_websocket_port_max = %d' % (first + 5799),
             'migration_port_min = %d' % migration,
             'migration_port_max = %d' % (migration + 15),
+            # NOTE: a live migration's memory goes to the destination's
+            # QEMU at this address (its own hostname resolves nowhere;
+            # libvirt refuses 127.0.0.1 as "the local machine")
+            'migration_address = "%s"' % address,
+            'migration_host = "%s"' % address,
             '']))
     script = os.path.join(top, 'start.sh')
     with open(script, 'w') as f:
