@@ -234,6 +234,10 @@ def run(c, state_dir, cycles, attempts=20):
                             % race['attempts'])
         else:
             must_find.append((SHARED_PCPU, tuple(race['kept'])))
+        # NOTE: a revert the race put in ERROR (bug 1879878 on the
+        # destination) is damage the report must name too
+        must_find += [(None, (r['server'],)) for r in race['records']
+                      if 'in ERROR' in (r['error'] or '')]
     rc, before = _report_into(c, rec, 'before',
                               'damage report after the plain races')
     _judge_report(problems, 'before the fix', rc, before, must_find)
