@@ -181,16 +181,19 @@ EXPECTED_SECTIONS = {'live-abort': 'live_migration_rollback',
                      'evacuate': 'evacuate_under_lock'}
 
 
+def _compute_logs(c):
+    """(host, log) of every compute process so far, running or retired."""
+    retired = c.state.data.get('retired', [])
+    return [(s['host'], s['log']) for s in
+            list(c.state.services) + list(retired) if s.get('host')]
+
+
 def mixin_log_lines(c):
     """{mixin module: lines it logged} over every compute log so far."""
-    retired = c.state.data.get('retired', [])
-    services = list(c.state.services) + list(retired)
     counts = {}
-    for s in services:
-        if not s.get('host'):
-            continue
+    for _host, log in _compute_logs(c):
         try:
-            with open(s['log'], errors='replace') as f:
+            with open(log, errors='replace') as f:
                 for line in f:
                     i = line.find(' nova_revert_lock.mixins.')
                     if i >= 0:
@@ -207,13 +210,11 @@ def _family_before(c):
 
 def pinning_symptoms(c):
     """{host: {symptom: log lines}} over every compute log so far."""
-    retired = c.state.data.get('retired', [])
     out = {}
-    for s in list(c.state.services) + list(retired):
-        if s.get('host'):
-            found = out.setdefault(s['host'], {})
-            for name, n in pinning.count_symptoms(s['log']).items():
-                found[name] = found.get(name, 0) + n
+    for host, log in _compute_logs(c):
+        found = out.setdefault(host, {})
+        for name, n in pinning.count_symptoms(log).items():
+            found[name] = found.get(name, 0) + n
     return out
 
 

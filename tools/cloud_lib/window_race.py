@@ -75,6 +75,13 @@ class WindowRace(soak_mod.Soak):
             base = self.base(sid)
             self.act(sid, {'revertResize': None})
             reverted = time.monotonic()
+
+            def boot(in_window):
+                record['booted'] = self.boot(name, src)
+                record['boot_after_revert_s'] = round(
+                    time.monotonic() - reverted, 2)
+                record['boot_in_window'] = in_window
+
             deadline = reverted + soak_mod.TIMEOUT
             while time.monotonic() < deadline:
                 hyp = self.hypervisors()
@@ -83,10 +90,7 @@ class WindowRace(soak_mod.Soak):
                 late = (boot_at is not None and
                         time.monotonic() - reverted >= boot_at)
                 if record['booted'] is None and (window or late):
-                    record['booted'] = self.boot(name, src)
-                    record['boot_after_revert_s'] = round(
-                        time.monotonic() - reverted, 2)
-                    record['boot_in_window'] = window
+                    boot(window)
                 s = self.server(sid)
                 if s['status'] in ('ACTIVE', 'ERROR') and not s.get(
                         'OS-EXT-STS:task_state'):
@@ -94,10 +98,7 @@ class WindowRace(soak_mod.Soak):
             if record['booted'] is None and boot_at is not None:
                 # NOTE: the revert was quicker than ``boot_at``: the boot
                 # still goes out, so that every attempt boots once
-                record['booted'] = self.boot(name, src)
-                record['boot_after_revert_s'] = round(
-                    time.monotonic() - reverted, 2)
-                record['boot_in_window'] = False
+                boot(False)
             self.wait(sid, 'ACTIVE')
             if record['booted']:
                 self.wait(record['booted'], 'ACTIVE')
