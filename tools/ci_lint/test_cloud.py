@@ -220,6 +220,15 @@ class TestComputeConfiguration(CloudBase):
         self.assertIn('transport_url = rabbit://guest:guest@127.0.0.1:5672/',
                       configs.nova(self.c))
 
+    def test_pinned_hosts_scheduler_filters(self):
+        self.c.hypervisor = 'libvirt'
+        self.c.scheduler_filters = lambda: ['ComputeFilter',
+                                            'NUMATopologyFilter']
+        self.assertIn('[filter_scheduler]\nenabled_filters = ComputeFilter,'
+                      'NUMATopologyFilter\n', configs.nova(self.c))
+        # the fake driver's clouds keep Nova's defaults
+        self.assertIsNone(cloud.Cloud(self.c.state_dir).scheduler_filters())
+
     def test_status_finds_the_cells_from_nova_conf(self):
         text = configs.nova(self.c)
         self.assertIn('[api_database]\nconnection = mysql+pymysql://', text)

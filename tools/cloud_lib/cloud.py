@@ -143,6 +143,11 @@ def _ensure_venv(venv, python, constraints, requirements, what):
         f.write(digest)
 
 
+#: the scheduler filters a cloud of pinned hosts adds to Nova's defaults
+PINNED_HOST_FILTERS = ('NUMATopologyFilter', 'SameHostFilter',
+                       'DifferentHostFilter')
+
+
 class Cloud(object):
 
     def __init__(self, state_dir, series='ussuri', venv=None,
@@ -663,6 +668,36 @@ class Cloud(object):
         for d in ('keystone', 'glance/images', 'glance/lock', 'neutron/lock',
                   'nova/lock'):
             os.makedirs(os.path.join(self.state_dir, d), exist_ok=True)
+
+    def scheduler_filters(self):
+        """The scheduler's filters on libvirt computes (None otherwise).
+
+        Nova's defaults, and those operators of pinned hosts enable (NUMA
+        fitting, the same_host and different_host hints). Read once from
+        the Nova installed (the defaults differ between releases) and
+        kept in the state: tempest's configuration must name the same.
+        """
+        if self.hypervisor != 'libvirt':
+            return None
+        if self.state and self.state.data.get('scheduler_filters'):
+            return self.state.data['scheduler_filters']
+        proc = subprocess.run([self.bin('python'), '-c', (
+            'from nova.conf import scheduler\n'
+            'for _group, opts in scheduler.list_opts().items():\n'
+            '    for o in opts:\n'
+            '        if o.name == "enabled_filters":\n'
+            '            print(",".join(o.default))\n')],
+            stdout=subprocess.PIPE, universal_newlines=True, check=True)
+        found = proc.stdout.split()
+        if len(found) != 1:
+            raise UpError('cannot read the scheduler filters of Nova in %s'
+                          % self.venv)
+        filters = found[0].split(',')
+        filters += [f for f in PINNED_HOST_FILTERS if f not in filters]
+        if self.state:
+            self.state.data['scheduler_filters'] = filters
+            self.state.save()
+        return filters
 
     def compute_conf(self, host):
         return self.conf('nova-cpu-%s.conf' % host)

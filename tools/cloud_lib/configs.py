@@ -188,6 +188,12 @@ def _nova_common(c, host, state, transport_url=None):
 UPGRADE_LEVELS = ('upgrade_levels', [('compute', 'auto')])
 
 
+def _filter_scheduler(c):
+    filters = c.scheduler_filters()
+    return [('filter_scheduler', [('enabled_filters', ','.join(filters))])
+            ] if filters else []
+
+
 def nova(c):
     """API, conductor, scheduler, nova-manage and the fleet audit."""
     state = os.path.join(c.state_dir, 'nova')
@@ -207,6 +213,7 @@ def nova(c):
         ('conductor', [('workers', '1')]),
         ('scheduler', [('workers', '1'),
                        ('discover_hosts_in_cells_interval', '-1')]),
+    ] + _filter_scheduler(c) + [
         authtoken(c, 'nova'),
         service_auth(c, 'placement'),
         service_auth(c, 'neutron'),
