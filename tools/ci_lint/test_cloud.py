@@ -41,6 +41,7 @@ from cloud_lib import logcheck  # noqa: E402
 from cloud_lib import pinning  # noqa: E402
 from cloud_lib import procs  # noqa: E402
 from cloud_lib import tempest  # noqa: E402
+from cloud_lib import whitebox  # noqa: E402
 
 
 class Base(unittest.TestCase):
@@ -268,6 +269,90 @@ class TestTempest(unittest.TestCase):
         self.assertEqual(['tempest.api.compute.servers.test_server_actions.'
                           'ServerActionsTestJSON.test_resize_server_revert'],
                          r['failures'])
+
+    def test_parse_plugin_tests(self):
+        module = 'whitebox_tempest_plugin.api.compute.test_cpu_pinning.'
+        out = '\n'.join([
+            '{0} %sCPUPolicyTest.test_cpu_shared [0.0s] ... SKIPPED: Need '
+            'one or more shared cpus per NUMA' % module,
+            '{0} %sCPUPolicyTest.test_resize_pinned_server_to_unpinned '
+            '[18.9s] ... ok' % module,
+            '{0} setUpClass (%sNUMALiveMigrationTest) ... SKIPPED: Exactly '
+            '2 compute nodes required.' % module,
+            'Ran: 2 tests in 20.0 sec.', ' - Passed: 1', ' - Skipped: 1',
+            ' - Failed: 0'])
+        r = tempest.parse(out)
+        self.assertEqual([module + 'CPUPolicyTest.test_resize_pinned_server'
+                          '_to_unpinned'], r['passed_tests'])
+        # the class-level skip once, without its parenthesis
+        self.assertEqual([module + 'CPUPolicyTest.test_cpu_shared',
+                          module + 'NUMALiveMigrationTest'],
+                         [s['test'] for s in r['skips']])
+
+
+class TestWhitebox(unittest.TestCase):
+
+    MODULE = 'whitebox_tempest_plugin.api.compute.test_cpu_pinning.'
+
+    def test_what_each_layout_runs(self):
+        dedicated = re.compile(whitebox.regex('ussuri', 'dedicated'))
+        split = re.compile(whitebox.regex('ussuri', 'split'))
+        epoxy_split = re.compile(whitebox.regex('epoxy', 'split'))
+        for test, d, s in (
+                ('CPUPolicyTest.test_cpu_dedicated', True, True),
+                ('CPUPolicyTest.test_resize_pinned_server_to_unpinned[id-1]',
+                 True, True),
+                ('CPUThreadPolicyTest.test_threads_isolate', True, False),
+                ('NUMARebuildTest.test_in_place_rebuild', True, False),
+                ('EmulatorThreadTest.test_policy_isolate', True, True),
+                ('EmulatorThreadTest.test_policy_share_cpu_shared_unset',
+                 False, False),
+                ('NUMALiveMigrationTest.test_cpu_pinning_and_emulator_'
+                 'threads', False, False),
+                ('MixedCPUPolicyTest.test_shared_pinned_and_unpinned_guest',
+                 False, False)):
+            self.assertEqual(d, bool(dedicated.search(self.MODULE + test)),
+                             test)
+            self.assertEqual(s, bool(split.search(self.MODULE + test)),
+                             test)
+        # hw:cpu_policy=mixed from Victoria on
+        self.assertTrue(epoxy_split.search(
+            self.MODULE + 'MixedCPUPolicyTest.test_shared_pinned_and_'
+            'unpinned_guest'))
+        self.assertIn('MixedCPUPolicyTest',
+                      whitebox.left_out('ussuri', 'split'))
+
+    def _result(self, **kw):
+        r = {'mode': 'wrapper', 'layout': 'split', 'rc': 0, 'failures': [],
+             'passed': 2, 'pinning_errors': {}, 'sections_by_kind':
+             {'confirm': 2},
+             'passed_tests': [self.MODULE + 'CPUPolicyTest.test_resize_'
+                              'pinned_server_to_unpinned']}
+        r.update(kw)
+        return r
+
+    def test_judged_with_the_extension_only(self):
+        self.assertEqual([], whitebox.judge([self._result()]))
+        bad = self._result(rc=1, failures=[self.MODULE + 'X.test_y'],
+                           pinning_errors={'h1': {'CPUPinningInvalid': 2}})
+        problems = whitebox.judge([bad])
+        self.assertEqual(2, len(problems))
+        self.assertIn('X.test_y', problems[0])
+        self.assertIn('h1 logged CPUPinningInvalid 2', problems[1])
+        # plain computes are the baseline: reported, not judged
+        self.assertEqual([], whitebox.judge([dict(bad, mode='plain')]))
+
+    def test_a_resize_must_run_the_mixin(self):
+        problems = whitebox.judge([self._result(sections_by_kind={})])
+        self.assertIn('no compute ran a confirm section', problems[0])
+        self.assertIn('passed no test', whitebox.judge(
+            [self._result(passed=0, passed_tests=[])])[0])
+
+    def test_the_plugin_reaches_each_compute_on_its_own_address(self):
+        text = whitebox.sshd_config('/s/whitebox', 'h1', '127.0.1.1')
+        self.assertIn('ListenAddress 127.0.1.1:22\n', text)
+        self.assertIn('AuthorizedKeysFile /s/whitebox/id_rsa.pub\n', text)
+        self.assertIn('PasswordAuthentication no\n', text)
 
 
 PROBE = [

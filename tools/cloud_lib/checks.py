@@ -290,6 +290,28 @@ def cmd_family(args):
     return 1 if problems else 0
 
 
+def cmd_whitebox(args):
+    """whitebox-tempest-plugin's pinning tests, each mode and layout."""
+    from cloud_lib import whitebox
+
+    def run(c):
+        try:
+            results = whitebox.run(c, modes=args.modes.split(','))
+        except whitebox.WhiteboxError as e:
+            sys.stderr.write('cloud: whitebox: %s\n' % e)
+            return 1
+        problems = whitebox.judge(results)
+        print('\n'.join(whitebox.table(results)))
+        _report(args, 'whitebox', results)
+        if check_logs(c, args.state_dir) != 0:
+            problems.append('the service logs (logcheck-*.json)')
+        for p in problems:
+            print('whitebox: PROBLEM: %s' % p)
+        return 1 if problems else 0
+    args.hypervisor = 'libvirt'
+    return _own_cloud(args, run)
+
+
 def cmd_soak(args):
     c = _up_cloud(args)
     result = run_soak(c, args.state_dir, args.cycles)
@@ -1141,6 +1163,16 @@ def add_parsers(sub):
                                    '.zuul.yaml')
     t.add_argument('--concurrency', type=int, default=2)
     t.set_defaults(func=cmd_tempest)
+    wb = sub.add_parser('whitebox', help="whitebox-tempest-plugin's "
+                        'pinning tests (libvirt computes), each CPU layout, '
+                        'with the extension and plain')
+    wb.add_argument('--modes', default='wrapper,plain',
+                    help='the computes\' modes, in order (default '
+                         'wrapper,plain)')
+    wb.add_argument('--up', action='store_true',
+                    help='bring a libvirt cloud up for the run, and down '
+                         'after it')
+    wb.set_defaults(func=cmd_whitebox)
     s = sub.add_parser('soak', help='resize+confirm / resize+revert '
                                     'cycles, books checked after each')
     s.add_argument('--cycles', type=int, default=100,

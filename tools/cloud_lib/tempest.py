@@ -30,6 +30,9 @@ from cloud_lib import procs
 #: used when .zuul.yaml has no tempest_test_regex (a copy of the jobs')
 FALLBACK_REGEX = (r'^tempest\.api\.compute\.(admin\.test_migrations|'
                   r'servers\.test_server_actions\.\w+\.test_resize)')
+#: a test's id: tempest's own, or a plugin's (whitebox_tempest_plugin.)
+TEST_ID = r'((?:\w+_)?tempest(?:_plugin)?\.\S+?)'
+CLASS_ID = r'((?:\w+_)?tempest(?:_plugin)?\.\S+)'
 MAX_MICROVERSION = {'train': '2.79', 'ussuri': '2.87', 'epoxy': '2.100'}
 
 
@@ -141,24 +144,31 @@ def parse(output):
                        ('failed', r'- Failed: (\d+)')):
         m = re.search(label, output)
         counts[key] = int(m.group(1)) if m else None
-    skips, failures = [], []
+    skips, failures, passed = [], [], []
     for line in output.splitlines():
-        m = re.search(r'(tempest\.\S+?)(\[[^\]]*\])?(?: \[[\d.]+s\])? '
+        if 'setUpClass (' in line:
+            continue
+        m = re.search(TEST_ID + r'(\[[^\]]*\])?(?: \[[\d.]+s\])? '
                       r'\.\.\. SKIPPED: (.*)$', line)
         if m:
             skips.append({'test': m.group(1), 'reason': m.group(3).strip()})
-        m = re.search(r'(tempest\.\S+?)(\[[^\]]*\])? \[[\d.]+s\] \.\.\. '
+        m = re.search(TEST_ID + r'(\[[^\]]*\])? \[[\d.]+s\] \.\.\. '
                       r'FAILED', line)
         if m:
             failures.append(m.group(1))
+        m = re.search(TEST_ID + r'(\[[^\]]*\])? \[[\d.]+s\] \.\.\. ok$',
+                      line)
+        if m:
+            passed.append(m.group(1))
     # a class-level skip shows as setUpClass
     for line in output.splitlines():
-        m = re.search(r'setUpClass \((tempest\.\S+)\) \.\.\. SKIPPED: (.*)$',
-                      line)
+        m = re.search(r'setUpClass \(' + CLASS_ID + r'\) \.\.\. '
+                      r'SKIPPED: (.*)$', line)
         if m:
             skips.append({'test': m.group(1), 'reason': m.group(2).strip()})
     counts['skips'] = skips
     counts['failures'] = failures
+    counts['passed_tests'] = passed
     return counts
 
 
@@ -182,17 +192,24 @@ def _workspace(venv, workspace):
             os.path.dirname(package)))
 
 
-def run(cloud, regex=None, concurrency=2, timeout=1800):
-    """Run the move tests; return the parsed result (and the log)."""
-    venv = ensure_venv(cloud)
+def run(cloud, regex=None, concurrency=2, timeout=1800, venv=None,
+        name='tempest', extra_conf=''):
+    """Run the move tests; return the parsed result (and the log).
+
+    :param venv: a tempest virtualenv with plugins (the series' plain
+        tempest by default)
+    :param name: the workspace's and the run log's name
+    :param extra_conf: text appended to tempest.conf (a plugin's sections)
+    """
+    venv = venv or ensure_venv(cloud)
     image_id = cloud._venv_python('glance', 'image')
-    workspace = os.path.join(cloud.state_dir, 'tempest')
+    workspace = os.path.join(cloud.state_dir, name)
     tempest = os.path.join(venv, 'bin', 'tempest')
     _workspace(venv, workspace)
     with open(os.path.join(workspace, 'etc', 'tempest.conf'), 'w') as f:
-        f.write(tempest_conf(cloud, image_id))
+        f.write(tempest_conf(cloud, image_id) + extra_conf)
     regex = regex or job_regex(cloud_top())
-    log = cloud.log('tempest-run')
+    log = cloud.log('%s-run' % name)
     started = time.monotonic()
     with open(log, 'w') as out:
         try:
