@@ -327,7 +327,8 @@ class TestWhitebox(unittest.TestCase):
              'passed': 2, 'pinning_errors': {}, 'sections_by_kind':
              {'confirm': 2},
              'passed_tests': [self.MODULE + 'CPUPolicyTest.test_resize_'
-                              'pinned_server_to_unpinned']}
+                              'pinned_server_to_unpinned'],
+             'mixins_applied': {'h1': ['confirm', 'revert']}}
         r.update(kw)
         return r
 
@@ -345,6 +346,9 @@ class TestWhitebox(unittest.TestCase):
     def test_a_resize_must_run_the_mixin(self):
         problems = whitebox.judge([self._result(sections_by_kind={})])
         self.assertIn('no compute ran a confirm section', problems[0])
+        # a Nova already fixed: the extension stands aside
+        self.assertEqual([], whitebox.judge([self._result(
+            sections_by_kind={}, mixins_applied={})]))
         self.assertIn('passed no test', whitebox.judge(
             [self._result(passed=0, passed_tests=[])])[0])
 

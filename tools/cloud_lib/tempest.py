@@ -49,23 +49,39 @@ def job_regex(top):
     return FALLBACK_REGEX
 
 
-def ensure_venv(cloud):
-    venv = cloud.tempest_venv
-    spec = cloud.info['tempest']
+def ensure_venv(cloud, venv=None, plugins=(), overrides=None):
+    """tempest at the series' version, under the series' pins.
+
+    :param venv: where (default: the series' tempest virtualenv)
+    :param plugins: requirements installed beside tempest
+    :param overrides: {package: version} replacing the series' pins
+        (a plugin that needs a newer library)
+    """
+    venv = venv or cloud.tempest_venv
+    specs = [cloud.info['tempest']] + list(plugins)
     stamp = os.path.join(venv, '.nrl-cloud-stamp')
     constraints = os.path.join(cloud_top(), 'constraints',
                                cloud.info['constraints'])
-    digest = hashlib.sha256((spec + open(constraints).read()).encode()
-                            ).hexdigest()
+    text = open(constraints).read()
+    if overrides:
+        text = ''.join(
+            line for line in text.splitlines(True)
+            if re.split(r'[=<>!~;\s]', line, 1)[0].lower() not in overrides)
+        text += ''.join('%s===%s\n' % kv for kv in sorted(overrides.items()))
+        constraints = os.path.join(venv, 'constraints.txt')
+    digest = hashlib.sha256((' '.join(specs) + text).encode()).hexdigest()
     if os.path.exists(stamp) and open(stamp).read() == digest:
         return venv
     from cloud_lib import cloud as cloud_mod
     py = cloud_mod.find_python(cloud.info['python'])
     if not os.path.exists(os.path.join(venv, 'bin', 'python')):
         subprocess.check_call([py, '-m', 'venv', venv])
-    cloud_mod.say('installing %s into %s' % (spec, venv))
+    if overrides:
+        with open(constraints, 'w') as f:
+            f.write(text)
+    cloud_mod.say('installing %s into %s' % (' '.join(specs), venv))
     cloud_mod.pip_install(os.path.join(venv, 'bin', 'python'), constraints,
-                          [spec], spec)
+                          specs, specs[-1])
     with open(stamp, 'w') as f:
         f.write(digest)
     return venv
