@@ -352,6 +352,29 @@ class TestWhitebox(unittest.TestCase):
         self.assertIn('passed no test', whitebox.judge(
             [self._result(passed=0, passed_tests=[])])[0])
 
+    def test_bad_input_is_refused_before_anything_changes(self):
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmp)
+        c = cloud.Cloud(os.path.join(tmp, 'state'))
+        self.assertRaisesRegex(whitebox.WhiteboxError, 'hypervisor libvirt',
+                               whitebox.run, c)
+        c.hypervisor = 'libvirt'
+        self.assertRaisesRegex(whitebox.WhiteboxError, 'not foo',
+                               whitebox.run, c, ['foo'])
+        saved = whitebox._which
+        whitebox._which = lambda name: None if name == 'sshd' else name
+        try:
+            self.assertRaisesRegex(
+                whitebox.WhiteboxError, r'missing on this host: sshd '
+                r'\(apt-get install --no-install-recommends openssh-server',
+                whitebox.run, c)
+        finally:
+            whitebox._which = saved
+        train = cloud.Cloud(os.path.join(tmp, 'train'), 'train')
+        train.hypervisor = 'libvirt'
+        self.assertRaisesRegex(whitebox.WhiteboxError, 'vcpu_pin_set',
+                               whitebox.run, train)
+
     def test_the_plugin_reaches_each_compute_on_its_own_address(self):
         text = whitebox.sshd_config('/s/whitebox', 'h1', '127.0.1.1')
         self.assertIn('ListenAddress 127.0.1.1:22\n', text)
