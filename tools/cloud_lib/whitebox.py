@@ -96,10 +96,11 @@ LEFT_OUT = {
             'wants two NUMA nodes per host: libvirt reports one cell of '
             'two CPUs here'),
         'EmulatorThreadTest.test_policy_share_cpu_shared_unset': (
-            'restarts every compute twice through the plugin\'s '
-            'start/stop commands, waiting out service_down_time (60 s) at '
-            'each stop: about 8 minutes a run; the cloud\'s restarts are '
-            'exercised by tools/cloud faults'),
+            'restarts every compute twice through start and stop '
+            'commands (nodes_yaml gives none), waiting out '
+            'service_down_time (60 s) at each stop: about 8 minutes a '
+            'run; the cloud\'s restarts are exercised by tools/cloud '
+            'faults'),
     },
     'split': {
         'CPUThreadPolicyTest': _TWO_PINNED,
