@@ -42,7 +42,6 @@ not the 1 that unreachable hosts give), 0 otherwise. The targets (30 s,
 """
 
 import argparse
-import collections
 import datetime
 import json
 import os
@@ -88,21 +87,6 @@ def host_names(size, down):
         return names, set()
     step = size / float(down)
     return names, {names[int(step * i + step / 2)] for i in range(down)}
-
-
-def drain(procs):
-    """Keep reading the servers' output: a full pipe would stall them.
-
-    :returns: per process, a deque of its last lines (for diagnosis)
-    """
-    tails = {}
-    for name, proc in procs.items():
-        tails[name] = collections.deque(maxlen=30)
-        thread = threading.Thread(target=tails[name].extend,
-                                  args=(proc.stdout,), name='drain-' + name)
-        thread.daemon = True
-        thread.start()
-    return tails
 
 
 def run_audit(conf_file, timeout, out_path):
@@ -197,7 +181,7 @@ def measure(node, size, down, timeout=DEFAULT_TIMEOUT,
             servers.start(chunk[0], 'extension', more_hosts=chunk[1:])
         servers.wait_ready(timeout=rpc_tests.SERVER_START_TIMEOUT +
                            START_SECONDS_PER_HOST * per_process)
-        tails = drain(servers.procs)
+        tails = servers.drain()
         api = rpc_tests.make_cells(directory, node.url, names)
         conf = os.path.join(directory, 'api.conf')
         with open(conf, 'w') as f:

@@ -21,12 +21,14 @@ Skipped when rabbitmq-server is not installed, unless
 ``NRL_REQUIRE_RABBITMQ=1`` (the ``rpc`` tox env), where that fails.
 """
 
+import collections
 import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 
@@ -79,6 +81,7 @@ class ComputeServers(object):
     def __init__(self, url):
         self.url = url
         self.procs = {}
+        self._drains = []
 
     def start(self, host, mode, sections=0, failed=0, more_hosts=()):
         """Start a server process for ``host`` (and ``more_hosts``).
@@ -112,6 +115,24 @@ class ComputeServers(object):
                     raise RuntimeError('compute server %s did not start: %s'
                                        % (host, ''.join(lines[-30:])))
 
+    def drain(self):
+        """Keep reading the servers' output: a full pipe would stall them.
+
+        Call after :meth:`wait_ready`; :meth:`stop` joins the readers.
+
+        :returns: per host, a deque of its last lines (for diagnosis)
+        """
+        tails = {}
+        for host, proc in self.procs.items():
+            tails[host] = collections.deque(maxlen=30)
+            thread = threading.Thread(target=tails[host].extend,
+                                      args=(proc.stdout,),
+                                      name='drain-' + host)
+            thread.daemon = True
+            thread.start()
+            self._drains.append(thread)
+        return tails
+
     def stop(self):
         for proc in self.procs.values():
             if proc.poll() is None:
@@ -122,7 +143,17 @@ class ComputeServers(object):
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(5)
-            proc.stdout.close()
+        # NOTE: with eventlet's monkey patching (Nova's test modules
+        # apply it) the readers are green threads of this OS thread, so
+        # closing a pipe one of them is reading raises "reentrant call
+        # inside <_io.BufferedReader>". The pipes reach EOF once the
+        # servers have exited: let the readers end first.
+        for thread in self._drains:
+            thread.join(10)
+        if not any(thread.is_alive() for thread in self._drains):
+            for proc in self.procs.values():
+                proc.stdout.close()
+        self._drains = []
 
 
 def _write_conf(directory, name, url):
