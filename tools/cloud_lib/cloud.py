@@ -125,8 +125,12 @@ def say(msg):
     sys.stdout.flush()
 
 
-def _ensure_venv(venv, python, constraints, requirements, what):
-    """Create or update a virtualenv (a stamp of what it holds skips it)."""
+def build_venv(venv, python, constraints, requirements, what):
+    """Create or update a virtualenv (a stamp of what it holds skips it).
+
+    :param constraints: a file name under ``constraints/``, or an
+        absolute path
+    """
     stamp = os.path.join(venv, '.nrl-cloud-stamp')
     constraints = os.path.join(TOP, 'constraints', constraints)
     digest = hashlib.sha256(json.dumps(
@@ -249,9 +253,9 @@ class Cloud(object):
 
     def ensure_venv(self):
         """Create or update the services' virtualenv (a stamp skips it)."""
-        _ensure_venv(self.venv, self.info['python'],
-                     self.info['constraints'], self.requirements(),
-                     'the %s services' % self.series)
+        build_venv(self.venv, self.info['python'],
+                   self.info['constraints'], self.requirements(),
+                   'the %s services' % self.series)
         self.write_driver_alias(self.venv)
 
     # -- computes of another Nova release (a cloud mid-upgrade) ----------
@@ -289,9 +293,9 @@ class Cloud(object):
         venv = self.peer_venv(nova)
         if venv != self.venv:
             peer = self.info['peers'][nova]
-            _ensure_venv(venv, peer['python'], peer['constraints'],
-                         ['nova==%s' % nova, '-e', TOP],
-                         'Nova %s for a compute' % nova)
+            build_venv(venv, peer['python'], peer['constraints'],
+                       ['nova==%s' % nova, '-e', TOP],
+                       'Nova %s for a compute' % nova)
             self.write_driver_alias(venv)
         return venv
 

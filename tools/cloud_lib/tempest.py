@@ -18,7 +18,6 @@ drift apart. Tempest gets its own virtualenv at the version the series
 pins.
 """
 
-import hashlib
 import os
 import re
 import subprocess
@@ -57,33 +56,25 @@ def ensure_venv(cloud, venv=None, plugins=(), overrides=None):
     :param overrides: {package: version} replacing the series' pins
         (a plugin that needs a newer library)
     """
+    from cloud_lib import cloud as cloud_mod
     venv = venv or cloud.tempest_venv
     specs = [cloud.info['tempest']] + list(plugins)
-    stamp = os.path.join(venv, '.nrl-cloud-stamp')
-    constraints = os.path.join(cloud_top(), 'constraints',
-                               cloud.info['constraints'])
-    text = open(constraints).read()
+    constraints = cloud.info['constraints']
     if overrides:
-        text = ''.join(
-            line for line in text.splitlines(True)
-            if re.split(r'[=<>!~;\s]', line, 1)[0].lower() not in overrides)
+        with open(os.path.join(cloud_top(), 'constraints',
+                               constraints)) as f:
+            text = ''.join(
+                line for line in f
+                if re.split(r'[=<>!~;\s]', line, 1)[0].lower()
+                not in overrides)
         text += ''.join('%s===%s\n' % kv for kv in sorted(overrides.items()))
-        constraints = os.path.join(venv, 'constraints.txt')
-    digest = hashlib.sha256((' '.join(specs) + text).encode()).hexdigest()
-    if os.path.exists(stamp) and open(stamp).read() == digest:
-        return venv
-    from cloud_lib import cloud as cloud_mod
-    py = cloud_mod.find_python(cloud.info['python'])
-    if not os.path.exists(os.path.join(venv, 'bin', 'python')):
-        subprocess.check_call([py, '-m', 'venv', venv])
-    if overrides:
+        # NOTE: beside the virtualenv, not in it: the file must exist
+        # before the virtualenv does (its digest is the stamp's).
+        constraints = os.path.abspath(venv) + '-constraints.txt'
         with open(constraints, 'w') as f:
             f.write(text)
-    cloud_mod.say('installing %s into %s' % (' '.join(specs), venv))
-    cloud_mod.pip_install(os.path.join(venv, 'bin', 'python'), constraints,
-                          specs, specs[-1])
-    with open(stamp, 'w') as f:
-        f.write(digest)
+    cloud_mod.build_venv(venv, cloud.info['python'], constraints, specs,
+                         ' '.join(specs))
     return venv
 
 
