@@ -23,9 +23,25 @@ afterwards sets the migration's final status. A destination periodic
 ``update_available_resource`` in between still lists the migration in
 progress and counts the dropped claim again.
 
-The fix writes nothing: in the critical section that drops the claim,
-the tracker remembers the live migration the instance's migration context
-names, and leaves it uncounted until it is no longer listed.
+The same drop also comes too late on the other rollback path: when the
+destination's ``pre_live_migration`` fails, the source's
+``_cleanup_pre_live_migration`` sets the migration ``error`` first and
+rolls back afterwards. A destination periodic task in between no longer
+lists the migration and rebuilds the node without its claim; upstream's
+drop, given the flavor, then takes the claim away a second time: negative
+usage, ``CPUUnpinningInvalid`` raised back to the source, whose rollback
+stops half way and leaves the server in ``MIGRATING`` (every release,
+master included).
+
+The fix writes nothing. In the critical section that drops the claim:
+
+- if the tracker no longer tracks the instance's migration, its claim is
+  not counted any more (the periodic task that stopped listing the
+  migration rebuilt the node without it): there is nothing left to drop,
+  and the drop is skipped;
+- otherwise the claim is dropped as upstream drops it, and the tracker
+  remembers the live migration the instance's migration context names,
+  leaving it uncounted until it is no longer listed.
 
 Limits: a restart in the window counts the migration again, as plain
 Nova does. The source half of the bug (Ussuri on: the libvirt driver
@@ -57,6 +73,19 @@ class LiveMigrationRollbackTracker(object):
                                                nodename):
         """Drop the claim of a rolled back live migration on its dest."""
         with sections.counted('live_migration_rollback'):
+            if instance.uuid not in self.tracked_migrations:
+                # NOTE: on the destination the claim is counted only
+                # through the tracked migration (the instance's host is
+                # the source's), and every periodic task rebuilds that
+                # set from the migrations still in progress. Untracked,
+                # the claim is already gone from the books: upstream's
+                # drop, given the flavor, would take it away again.
+                LOG.info('Not dropping the live migration claim on node '
+                         '%s: the migration is no longer tracked there, '
+                         'its usage was already dropped (the rollback '
+                         'came after the migration left its in-progress '
+                         'status)', nodename, instance=instance)
+                return
             # NOTE: positional flavor: instance_type up to Ussuri.
             self._drop_move_claim(context, instance, nodename,
                                   instance.flavor)

@@ -36,6 +36,14 @@ destination timed out, a destination whose database calls fail).
 What the source's periodic task reads in the window is recorded too:
 the mixin does not change it (see the module doc of
 :mod:`nova_revert_lock.mixins.live_migration_rollback`).
+
+The other rollback path: the destination's ``pre_live_migration``
+fails. The source sets the migration ``error`` before it rolls back, so
+a destination periodic task before the drop already rebuilds the node
+without the claim; plain Nova's drop then unpins the claimed pCPUs a
+second time, ``CPUUnpinningInvalid`` reaches the source and the server
+is left in ``MIGRATING``. With the mixin the drop finds nothing left to
+drop and the server is ACTIVE on its source again.
 """
 
 from nova.tests import functional  # noqa: F401 (eventlet first)
@@ -45,6 +53,7 @@ import fixtures
 import oslo_messaging
 
 from nova.conductor import manager as conductor_manager
+from nova import exception
 from nova import objects
 
 from nova_revert_lock import activation
@@ -491,3 +500,112 @@ class MixedFleetPatchedSourceTest(_MixedFleetBase):
         seen = self._rollback_raced()
         self.assertNotIn(seen['status'], NOT_IN_PROGRESS)
         self.assertEqual(self.pinned | self.claimed, seen[DEST])
+
+
+class _PreLiveMigrationFailureBase(_RollbackBase):
+    """The destination's ``pre_live_migration`` fails (see the module doc)."""
+
+    def setUp(self):
+        super(_PreLiveMigrationFailureBase, self).setUp()
+
+        def failing_pre_live_migration(*args, **kwargs):
+            # Any cause: os-brick's privsep helper, a volume, a VIF.
+            raise exception.MigrationError(
+                reason='pre_live_migration failed at the destination')
+
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.virt.libvirt.driver.LibvirtDriver.pre_live_migration',
+            failing_pre_live_migration))
+
+    def _pre_live_migration_fails(self, periodic_in_window=True):
+        """Live migrate A; the destination's preparation fails.
+
+        :param periodic_in_window: run the destination's periodic task
+            just before the source asks it to drop its claim (the
+            migration is ``error`` by then)
+        :returns: dict with what the window read: the migration's status
+            and the destination's pinned pCPUs before and after its
+            periodic task, the drop's error (class name) if it raised,
+            the final migration status and the server as the API shows it
+        """
+        server_a, _server_b = self._boot_both()
+        seen = {}
+
+        def drop_at_dest(orig_call, rpcapi, ctxt, instance, host, *a, **kw):
+            seen['status'] = self._migration_of(instance.uuid).status
+            seen['claimed'] = self._host_pinned(DEST)
+            if periodic_in_window:
+                self._periodic(DEST)
+            seen['in_window'] = self._host_pinned(DEST)
+            try:
+                return orig_call(rpcapi, ctxt, instance, host, *a, **kw)
+            except Exception as e:
+                seen['drop_error'] = type(e).__name__
+                raise
+
+        hooks.wrap(self, 'nova.compute.rpcapi.ComputeAPI.'
+                   'drop_move_claim_at_destination', drop_at_dest)
+        done = self._watch_rollback()
+        self._live_migrate(server_a['id'])
+        migration = self._wait_rolled_back(server_a['id'], done)
+        self.assertIn('status', seen, 'the destination was never asked to '
+                      'drop its claim')
+        seen['final'] = migration.status
+        seen['server'] = self.api.get_server(server_a['id'])
+        return seen
+
+
+class PreLiveMigrationFailureTest(_PreLiveMigrationFailureBase):
+    """With the mixin the failed preparation leaves the server usable."""
+
+    mixins = ['live_migration_rollback']
+
+    def _assert_rolled_back(self, seen):
+        self.assertNotIn('drop_error', seen)
+        self.assertEqual('error', seen['status'])
+        self.assertEqual('error', seen['final'])
+        server = seen['server']
+        self.assertEqual('ACTIVE', server['status'])
+        self.assertIsNone(server['OS-EXT-STS:task_state'])
+        self.assertEqual(SOURCE, server['OS-EXT-SRV-ATTR:host'])
+        self.assertEqual(self.pinned, self._host_pinned(DEST))
+        self._periodic(DEST)
+        self._periodic(SOURCE)
+        self.assertEqual(self.pinned, self._host_pinned(DEST))
+        self.assertEqual(self.pinned, self._host_pinned(SOURCE))
+
+    def test_dest_periodic_before_the_drop(self):
+        seen = self._pre_live_migration_fails()
+        # The claim was counted, then the periodic task freed it.
+        self.assertEqual(self.pinned | self.claimed, seen['claimed'])
+        self.assertEqual(self.pinned, seen['in_window'])
+        self._assert_rolled_back(seen)
+        # Nothing to remember: no periodic task lists the migration.
+        rt = self.computes[DEST].manager.rt
+        self.assertEqual({}, (rt._nrl_dropped or {}).get(DEST, {}))
+
+    def test_no_periodic_before_the_drop(self):
+        """Still tracked: the drop frees the claim, as upstream's does."""
+        seen = self._pre_live_migration_fails(periodic_in_window=False)
+        self.assertEqual(self.pinned | self.claimed, seen['in_window'])
+        self._assert_rolled_back(seen)
+
+
+class PreLiveMigrationFailureCanary(_PreLiveMigrationFailureBase):
+    """Plain Nova: the drop unpins twice and the server is stuck."""
+
+    # NOTE: no release orders this rollback otherwise: never skips.
+    extension = False
+
+    def test_dest_periodic_before_the_drop_strands_the_server(self):
+        seen = self._pre_live_migration_fails()
+        self.assertEqual('error', seen['status'])
+        self.assertEqual(self.pinned | self.claimed, seen['claimed'])
+        self.assertEqual(self.pinned, seen['in_window'])
+        # The drop unpins pCPUs the periodic task already freed.
+        self.assertIn('CPUUnpinningInvalid', seen.get('drop_error', ''))
+        # The source's rollback stopped before putting the server back.
+        server = seen['server']
+        self.assertEqual('MIGRATING', server['status'])
+        self.assertEqual('migrating', server['OS-EXT-STS:task_state'])
+        self.assertEqual('error', seen['final'])
