@@ -102,6 +102,23 @@ class TestProcesses(Base):
         self.assertNotEqual(taken, got)
         self.assertTrue(procs.port_free(got))
 
+    def test_no_port_in_the_ephemeral_range(self):
+        low, high = procs.ephemeral_range()
+        handed = set()
+        for preferred in (0, low, high, 25000):
+            got = procs.pick_port(preferred, handed)
+            self.assertFalse(low <= got <= high, got)
+
+    def test_listening_is_read_not_connected_to(self):
+        sock = socket.socket()
+        sock.bind(('127.0.0.1', 0))
+        port = sock.getsockname()[1]
+        self.assertFalse(procs.listening(port))
+        sock.listen(1)
+        self.assertTrue(procs.listening(port))
+        sock.close()
+        self.assertFalse(procs.listening(port))
+
     def test_a_port_is_handed_out_once(self):
         handed = set()
         first = procs.pick_port(0, handed)

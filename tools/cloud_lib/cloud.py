@@ -43,11 +43,12 @@ PASSWORD = 'nrl-secret'
 DB_USER = 'nrl'
 DATABASES = ('keystone', 'glance', 'placement', 'neutron', 'nova_api',
              'nova_cell0', 'nova_cell1')
-#: preferred ports (another is picked when one is taken)
+#: preferred ports (another is picked when one is taken), all below the
+#: kernel's ephemeral range (32768-60999): see procs.pick_port
 PORTS = {
-    'mariadb': 43306, 'rabbitmq': 45672, 'rabbitmq-dist': 45673,
-    'epmd': 45674, 'keystone': 45000, 'placement': 48778,
-    'glance': 49292, 'neutron': 49696, 'nova-api': 48774,
+    'mariadb': 23306, 'rabbitmq': 25672, 'rabbitmq-dist': 25673,
+    'epmd': 25674, 'keystone': 25000, 'placement': 28778,
+    'glance': 29292, 'neutron': 29696, 'nova-api': 28774,
 }
 COMPUTES = (('nrl-compute1', 'wrapper'), ('nrl-compute2', 'wrapper'),
             ('nrl-compute3', 'plain'))
@@ -651,8 +652,20 @@ class Cloud(object):
                                   env=self.venv_env(), timeout=kw.get(
                                       'timeout', 300))
         if proc.returncode != 0:
+            dead = self._dead_services()
+            if dead:
+                # NOTE: the service's own log says why; the bootstrap's
+                # says only that it was refused.
+                raise procs.StartError(dead[0]['name'], 'exited before '
+                                       'bootstrap %s (which failed; its log: '
+                                       '%s)' % (args[0], log), dead[0]['log'])
             raise procs.StartError(name, 'bootstrap %s failed' % args[0], log)
         return proc.stdout.decode().strip()
+
+    def _dead_services(self):
+        return [s for s in self.state.services
+                if s.get('pid') and not procs.alive(s['pid'],
+                                                    s.get('start_id'))]
 
     # -- up ---------------------------------------------------------------
 

@@ -52,27 +52,72 @@ def port_free(port):
         sock.close()
 
 
+def ephemeral_range():
+    """The kernel's range for outgoing connections' local ports."""
+    try:
+        with open('/proc/sys/net/ipv4/ip_local_port_range') as f:
+            low, high = (int(x) for x in f.read().split())
+        return low, high
+    except (IOError, OSError, ValueError):
+        return 32768, 60999
+
+
+#: where a port is looked for when the preferred one is taken
+FALLBACK_PORTS = (20000, 32000)
+
+
 def pick_port(preferred, taken):
-    """``preferred`` when free on loopback, else a free one the kernel gives.
+    """``preferred`` when free on loopback, else another free one.
+
+    Neither is in the kernel's ephemeral range: a port there can be given
+    to any outgoing connection (there are hundreds, to the database and
+    the broker) between this pick and the server's bind.
 
     :param taken: ports already handed out in this ``up`` (not yet bound)
     """
-    if preferred and preferred not in taken and port_free(preferred):
-        taken.add(preferred)
-        return preferred
-    while True:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        try:
-            sock.bind(('127.0.0.1', 0))
-            port = sock.getsockname()[1]
-        finally:
-            sock.close()
-        if port not in taken:
+    low, high = ephemeral_range()
+
+    def usable(port):
+        return (port and port not in taken and not low <= port <= high
+                and port_free(port))
+
+    start, end = FALLBACK_PORTS
+    candidates = [preferred] + list(range(start, end))
+    for port in candidates:
+        if usable(port):
             taken.add(port)
             return port
+    raise StartError('ports', 'no free port in %d-%d outside the '
+                     'ephemeral range %d-%d' % (start, end, low, high))
+
+
+def _listening_sockets():
+    """Local ports in LISTEN state, from /proc/net/tcp{,6}; None if unread.
+
+    Read rather than connected to: a connection to a port nobody listens
+    on can meet itself (TCP simultaneous open, when the kernel picks that
+    same port as the client's) and look like a server that is up.
+    """
+    ports = set()
+    read = False
+    for name in ('/proc/net/tcp', '/proc/net/tcp6'):
+        try:
+            with open(name) as f:
+                lines = f.readlines()[1:]
+        except (IOError, OSError):
+            continue
+        read = True
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 3 and fields[3] == '0A':
+                ports.add(int(fields[1].rsplit(':', 1)[1], 16))
+    return ports if read else None
 
 
 def listening(port, host='127.0.0.1'):
+    ports = _listening_sockets()
+    if ports is not None:
+        return port in ports
     try:
         socket.create_connection((host, port), 1).close()
         return True
@@ -211,7 +256,9 @@ def wait_for(name, check, pid, start_id, log, timeout):
     """Poll ``check()`` until true; fail if the process dies or time ends."""
     deadline = time.monotonic() + timeout
     while True:
-        if check():
+        # NOTE: up only while the process that was started is alive: the
+        # check may be met by another one (a server left from elsewhere).
+        if check() and (pid is None or alive(pid, start_id)):
             return
         if pid is not None and not alive(pid, start_id):
             _reap(pid)
