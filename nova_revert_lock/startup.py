@@ -28,6 +28,8 @@ import collections
 import importlib
 import importlib.util
 import os
+import re
+import shutil
 import sys
 
 #: where concurrency is set up: on import of the ``nova.cmd`` package
@@ -248,6 +250,64 @@ def recognise(nova_dir=None, console_script=None, version=None):
         return EntryPoint(MODULE, in_module, module_path, version)
     raise unrecognised('neither %s nor %s sets up concurrency in a known '
                        'way' % (package_path, module_path))
+
+
+#: what the ``nova-compute`` command starts (:func:`nova_compute_command`)
+STARTS_FIX = 'nova-revert-lock'
+STARTS_NOVA = 'nova'
+STARTS_UNKNOWN = 'unknown'
+#: the module of ``nova-compute-revert-lock``'s console script
+WRAPPER_MODULE = 'nova_revert_lock.cmd.compute'
+
+_SCRIPT_IMPORT = re.compile(
+    r'^\s*from\s+([\w.]+)\s+import\s+main\b', re.MULTILINE)
+_LOAD_ENTRY_POINT = re.compile(
+    r"load_entry_point\(\s*['\"](nova-revert-lock|nova)[=<>!~\s'\"]")
+
+
+def nova_compute_command(path=None):
+    """Where the ``nova-compute`` command is and what it starts.
+
+    A deployment tool runs ``nova-compute`` by name (Kolla's and TripleO's
+    container definitions, a distribution's unit): the first one on
+    ``PATH``, else the one beside this Python (a virtualenv not on
+    ``PATH``). An image whose ``nova-compute`` was replaced by this
+    package's console script starts the fix whatever the tool renders.
+    The file is read, never run: a console script names the module whose
+    ``main()`` it calls (pip, pbr), or the distribution whose entry point
+    it loads (older setuptools).
+
+    :param path: the file to read instead of looking ``nova-compute`` up
+    :returns: ``(path, starts)``: ``path`` None when there is none,
+        ``starts`` one of :data:`STARTS_FIX`, :data:`STARTS_NOVA`,
+        :data:`STARTS_UNKNOWN` (not a console script we know), or None
+    """
+    if path is None:
+        path = shutil.which('nova-compute')
+        if path is None:
+            beside = os.path.join(os.path.dirname(sys.executable),
+                                  'nova-compute')
+            path = beside if os.path.isfile(beside) else None
+    if path is None:
+        return None, None
+    try:
+        with open(path, 'rb') as f:
+            text = f.read(16384).decode('utf-8', 'replace')
+    except (IOError, OSError):
+        return path, STARTS_UNKNOWN
+    found = _SCRIPT_IMPORT.search(text)
+    if found:
+        module = found.group(1)
+        if module == WRAPPER_MODULE:
+            return path, STARTS_FIX
+        if module == MODULE:
+            return path, STARTS_NOVA
+        return path, STARTS_UNKNOWN
+    found = _LOAD_ENTRY_POINT.search(text)
+    if found:
+        return path, (STARTS_FIX if found.group(1) == 'nova-revert-lock'
+                      else STARTS_NOVA)
+    return path, STARTS_UNKNOWN
 
 
 def import_entry_module():

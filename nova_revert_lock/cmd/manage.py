@@ -14,7 +14,9 @@
 
 Exit codes of ``check``: 0 patched or already-fixed; 1 incomplete (a fix
 for bug 1879878 that applies is configured out), refused, disabled, or
-Nova not importable; 2 bad usage or configuration.
+Nova not importable, and with ``--command-starts-fix`` also when the
+``nova-compute`` command does not start through the fix; 2 bad usage or
+configuration.
 """
 
 import argparse
@@ -28,6 +30,7 @@ from nova_revert_lock.cmd import damage
 from nova_revert_lock.cmd import status
 from nova_revert_lock.guard import fingerprints
 from nova_revert_lock import report as nrl_report
+from nova_revert_lock import startup
 
 EXIT_OK = common.EXIT_OK
 EXIT_NOT_PROTECTED = common.EXIT_NOT_PROTECTED
@@ -47,7 +50,25 @@ def _short(ref):
     return ref.split(':', 1)[1]
 
 
-def format_check_table(report):
+#: what the ``Command:`` line says of each :func:`startup.nova_compute_command`
+_STARTS = {
+    startup.STARTS_FIX: 'starts nova-compute-revert-lock (the fix)',
+    startup.STARTS_NOVA: "starts Nova's own nova-compute (no fix)",
+    startup.STARTS_UNKNOWN: 'is not a console script nova-revert-lock '
+                            'knows',
+}
+
+
+def describe_command(command):
+    """One line on the ``nova-compute`` command: ``(path, starts)``."""
+    path, starts = command
+    if path is None:
+        return 'no nova-compute command on PATH or beside %s' % (
+            sys.executable)
+    return '%s %s' % (path, _STARTS[starts])
+
+
+def format_check_table(report, command=None):
     lines = [
         'Nova:      %s (%s)' % (report.nova_version or 'unknown',
                                 report.series),
@@ -55,6 +76,8 @@ def format_check_table(report):
         'Lock:      %s' % (report.lock or '-'),
         'Applied:   %s' % (', '.join(report.mixins) or '-'),
     ]
+    if command is not None:
+        lines.append('Command:   %s' % describe_command(command))
     if report.fixed_upstream:
         lines.append('Fixed upstream (standing aside): %s'
                      % ', '.join(report.fixed_upstream))
@@ -125,10 +148,18 @@ def cmd_check(args):
         else:
             sys.stderr.write('nova-revert-lock: %s\n' % e)
         return EXIT_NOT_PROTECTED
+    command = startup.nova_compute_command()
     if args.format == 'json':
-        print(json.dumps(report.to_dict(), indent=2, sort_keys=True))
+        data = report.to_dict()
+        data['command'] = {'path': command[0], 'starts': command[1]}
+        print(json.dumps(data, indent=2, sort_keys=True))
     else:
-        print(format_check_table(report))
+        print(format_check_table(report, command))
+    if args.command_starts_fix and command[1] != startup.STARTS_FIX:
+        sys.stderr.write('nova-revert-lock: the nova-compute command does '
+                         'not start through the fix: %s\n'
+                         % describe_command(command))
+        return EXIT_NOT_PROTECTED
     if report.state in (nrl_report.PATCHED, nrl_report.ALREADY_FIXED):
         return EXIT_OK
     return EXIT_NOT_PROTECTED
@@ -159,6 +190,11 @@ def build_parser():
     common.add_config_file_argument(check, ' to read [revert_lock] from')
     check.add_argument('--format', choices=('table', 'json'),
                        default='table')
+    check.add_argument(
+        '--command-starts-fix', action='store_true',
+        help='also exit 1 unless the nova-compute command (the first on '
+             'PATH) starts through nova-compute-revert-lock: for images '
+             'whose nova-compute was replaced by it (Kolla, TripleO)')
     check.set_defaults(func=cmd_check)
 
     status.add_parser(sub)

@@ -107,6 +107,47 @@ class CheckTestCase(_CommandTestCase):
         self.assertIn('same Python environment', self._err())
 
 
+class CheckCommandTestCase(_CommandTestCase):
+    """check says what the nova-compute command starts."""
+
+    def _command(self, starts):
+        path = '/var/lib/kolla/venv/bin/nova-compute'
+        self.useFixture(fixtures.MockPatch(
+            'nova_revert_lock.startup.nova_compute_command',
+            return_value=(path, starts)))
+        return path
+
+    def test_table_and_json_say_what_it_starts(self):
+        path = self._command(startup.STARTS_FIX)
+        self._check()
+        self.assertIn('Command:   %s starts nova-compute-revert-lock'
+                      % path, self._out())
+        self.stdout.seek(0)
+        self.stdout.truncate()
+        self._check('--format', 'json')
+        self.assertEqual({'path': path, 'starts': 'nova-revert-lock'},
+                         json.loads(self._out())['command'])
+
+    def test_command_starts_fix(self):
+        self._command(startup.STARTS_FIX)
+        expected = 0 if self.expected.state in (
+            nrl_report.PATCHED, nrl_report.ALREADY_FIXED) else 1
+        self.assertEqual(expected, self._check('--command-starts-fix'))
+
+    def test_command_starts_nova_exits_1(self):
+        for starts in (startup.STARTS_NOVA, startup.STARTS_UNKNOWN, None):
+            self.useFixture(fixtures.MockPatch(
+                'nova_revert_lock.startup.nova_compute_command',
+                return_value=(None if starts is None else '/usr/bin/x',
+                              starts)))
+            self.assertEqual(1, self._check('--command-starts-fix'))
+            self.assertIn('does not start through the fix', self._err())
+        # Without the option the command is only reported.
+        code = self._check()
+        self.assertEqual(0 if self.expected.state in (
+            nrl_report.PATCHED, nrl_report.ALREADY_FIXED) else 1, code)
+
+
 class ComputeWrapperTestCase(_CommandTestCase):
     """nova-compute-revert-lock up to the point nova-compute would start."""
 

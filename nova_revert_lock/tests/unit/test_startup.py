@@ -176,6 +176,93 @@ class InstalledNovaTestCase(base.BaseTestCase):
             self.assertEqual(startup.EVENTLET, startup.running_backend())
 
 
+PIP_SCRIPT = """#!%(python)s
+# -*- coding: utf-8 -*-
+import re
+import sys
+from %(module)s import main
+if __name__ == '__main__':
+    sys.argv[0] = re.sub(r'(-script\\.pyw|\\.exe)?$', '', sys.argv[0])
+    sys.exit(main())
+"""
+
+SETUPTOOLS_SCRIPT = """#!/usr/bin/python3
+# EASY-INSTALL-ENTRY-SCRIPT: '%(dist)s==1.0','console_scripts','%(name)s'
+__requires__ = '%(dist)s==1.0'
+import sys
+from pkg_resources import load_entry_point
+
+if __name__ == '__main__':
+    sys.exit(
+        load_entry_point('%(dist)s==1.0', 'console_scripts', '%(name)s')()
+    )
+"""
+
+
+class NovaComputeCommandTestCase(base.BaseTestCase):
+    """What the ``nova-compute`` command starts, read from its file."""
+
+    def setUp(self):
+        super(NovaComputeCommandTestCase, self).setUp()
+        self.bindir = self.useFixture(fixtures.TempDir()).path
+
+    def _write(self, text, name='nova-compute'):
+        path = os.path.join(self.bindir, name)
+        with open(path, 'w') as f:
+            f.write(text)
+        os.chmod(path, 0o755)
+        return path
+
+    def _on_path(self):
+        self.useFixture(fixtures.EnvironmentVariable(
+            'PATH', self.bindir + os.pathsep + os.environ.get('PATH', '')))
+
+    def test_pip_scripts(self):
+        for module, starts in (
+                ('nova_revert_lock.cmd.compute', startup.STARTS_FIX),
+                ('nova.cmd.compute', startup.STARTS_NOVA),
+                ('nova.cmd.api', startup.STARTS_UNKNOWN)):
+            path = self._write(PIP_SCRIPT % dict(python=sys.executable,
+                                                 module=module))
+            self.assertEqual((path, starts),
+                             startup.nova_compute_command(path))
+
+    def test_setuptools_scripts(self):
+        for dist, name, starts in (
+                ('nova-revert-lock', 'nova-compute-revert-lock',
+                 startup.STARTS_FIX),
+                ('nova', 'nova-compute', startup.STARTS_NOVA)):
+            path = self._write(SETUPTOOLS_SCRIPT % dict(dist=dist, name=name))
+            self.assertEqual((path, starts),
+                             startup.nova_compute_command(path))
+
+    def test_not_a_console_script(self):
+        path = self._write('#!/bin/sh\nexec /opt/nova/bin/nova-compute "$@"\n')
+        self.assertEqual((path, startup.STARTS_UNKNOWN),
+                         startup.nova_compute_command(path))
+        unreadable = os.path.join(self.bindir, 'missing')
+        self.assertEqual((unreadable, startup.STARTS_UNKNOWN),
+                         startup.nova_compute_command(unreadable))
+
+    def test_first_on_path(self):
+        path = self._write(PIP_SCRIPT % dict(
+            python=sys.executable, module='nova_revert_lock.cmd.compute'))
+        self._on_path()
+        self.assertEqual((path, startup.STARTS_FIX),
+                         startup.nova_compute_command())
+
+    def test_beside_python_when_not_on_path(self):
+        self.useFixture(fixtures.EnvironmentVariable('PATH', '/nonexistent'))
+        path = self._write(PIP_SCRIPT % dict(python=sys.executable,
+                                             module='nova.cmd.compute'))
+        with mock.patch.object(sys, 'executable',
+                               os.path.join(self.bindir, 'python3')):
+            self.assertEqual((path, startup.STARTS_NOVA),
+                             startup.nova_compute_command())
+        with mock.patch.object(sys, 'executable', '/nonexistent/python3'):
+            self.assertEqual((None, None), startup.nova_compute_command())
+
+
 class WrapperImportTestCase(base.BaseTestCase):
     """The wrapper imports nothing of Nova, oslo or eventlet before Nova."""
 
