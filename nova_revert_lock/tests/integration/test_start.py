@@ -39,9 +39,11 @@ lock read off the installed tracker excludes the periodic task. With
 rabbitmq-server into a failure; otherwise these tests skip.
 """
 
+import importlib.util
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -81,6 +83,17 @@ def modes(major):
         return [('eventlet', {}, {}),
                 ('threading', {}, {DISABLE_ENV: '1'})]
     return [('eventlet', {}, {})]
+
+
+def kolla_override_steps():
+    """The shell steps of contrib/kolla's override (tools/kolla_render.py)."""
+    top = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                       os.pardir, os.pardir, os.pardir)
+    spec = importlib.util.spec_from_file_location(
+        'kolla_render', os.path.join(top, 'tools', 'kolla_render.py'))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.footer_shell()
 
 
 class _ControlPlaneTestCase(testtools.TestCase):
@@ -133,7 +146,8 @@ class _ControlPlaneTestCase(testtools.TestCase):
 
 class StartTestCase(_ControlPlaneTestCase):
 
-    def _start(self, host, extra, env, expect_backend, enabled=True):
+    def _start(self, host, extra, env, expect_backend, enabled=True,
+               command='nova-compute-revert-lock'):
         started = time.monotonic()
         extra = dict(extra)
         extra.setdefault('DEFAULT', {})
@@ -141,7 +155,8 @@ class StartTestCase(_ControlPlaneTestCase):
                                 graceful_shutdown_timeout='5')
         if not enabled:
             extra['revert_lock'] = {'enabled': 'false'}
-        process, conf = self.plane.start_compute(host, extra, env)
+        process, conf = self.plane.start_compute(host, extra, env,
+                                                 command=command)
         self.addCleanup(process.stop)
         self.addOnException(lambda exc_info: self.addDetail(
             '%s.log' % host, content.text_content(process.tail(200))))
@@ -238,6 +253,47 @@ class StartTestCase(_ControlPlaneTestCase):
 
     def test_other_concurrency_model(self):
         self._test_mode(1)
+
+    def test_image_nova_compute_command(self):
+        """An image whose nova-compute was replaced by the wrapper.
+
+        Kolla's and TripleO's container definitions run ``nova-compute``
+        by name; ``contrib/kolla``'s override replaces that console
+        script in the image. Its footer's own shell steps are run on a
+        copy of this environment's scripts (their interpreter is this
+        virtualenv's), then ``nova-compute`` is started by that name.
+        """
+        backend, extra, env = self._mode(0)
+        bindir = self.plane.path('image-bin')
+        os.makedirs(bindir)
+        for name in ('nova-compute', 'nova-compute-revert-lock',
+                     'nova-revert-lock'):
+            shutil.copy2(processes.bin_path(name), bindir)
+        env = dict(env, PATH=bindir + os.pathsep + os.environ['PATH'])
+        image_env = dict(self.plane.base_env, **env)
+        steps = subprocess.run(
+            ['/bin/sh', '-c', kolla_override_steps()], env=image_env,
+            cwd=self.plane.base, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, universal_newlines=True,
+            timeout=processes.COMMAND_TIMEOUT)
+        self.assertEqual(0, steps.returncode, steps.stdout)
+        self.assertIn('starts nova-compute-revert-lock', steps.stdout)
+        nova_compute = os.path.join(bindir, 'nova-compute')
+        self.assertTrue(os.path.exists(nova_compute + '.nova'))
+
+        code, row, log, conf = self._start('start-image', extra, env,
+                                           backend, command=nova_compute)
+        self.assertIn('nova-revert-lock: applied', log)
+        self.assertEqual(0, code)
+        self.assertIn(row['state'], ('patched', 'already-fixed'))
+        check = subprocess.run(
+            ['nova-revert-lock', 'check', '--config-file', conf,
+             '--format', 'json', '--command-starts-fix'], env=image_env,
+            stdout=subprocess.PIPE, universal_newlines=True,
+            timeout=processes.COMMAND_TIMEOUT)
+        self.assertEqual(0, check.returncode, check.stdout)
+        self.assertEqual({'path': nova_compute, 'starts': 'nova-revert-lock'},
+                         json.loads(check.stdout)['command'])
 
     def test_disabled_starts_plain(self):
         backend, extra, env = self._mode(0)
