@@ -102,7 +102,7 @@ def cmd_logs(args):
 def cmd_restart_compute(args):
     c = _cloud(args)
     try:
-        c.restart_compute(args.host, args.mode, args.nova)
+        c.restart_compute(args.host, args.mode, args.nova, image=args.image)
     except procs.StartError as e:
         sys.stderr.write('cloud: %s: %s\n%s\n' % (e.name, e.reason,
                                                   procs.tail(e.log)))
@@ -187,6 +187,9 @@ def build_parser():
                         help='restart one compute as wrapper or plain')
     rc.add_argument('host')
     rc.add_argument('mode', choices=('wrapper', 'plain'))
+    rc.add_argument('--image', action='store_true',
+                    help="wrapper only: started as an image's nova-compute, "
+                         "made by contrib/kolla's override steps")
     rc.add_argument('--nova', help="run another Nova release (one of the "
                                    "series' peers: a cloud mid-upgrade)")
     rc.set_defaults(func=cmd_restart_compute)

@@ -759,16 +759,55 @@ class Cloud(object):
                                    self.log('check-%s' % host))
         return state
 
-    def start_compute(self, host, mode, log_suffix='', nova=None):
+    def image_command(self, nova=None):
+        """``nova-compute`` as an image built with contrib/kolla's override.
+
+        The override's own shell steps (as ``tools/kolla_render.py`` reads
+        them from the template) run on copies of the virtualenv's console
+        scripts, whose interpreter is the virtualenv's: what they leave
+        named ``nova-compute`` is what Kolla's and TripleO's containers
+        would start. Made once per Nova release of the cloud.
+        """
+        import kolla_render
+        release = nova or self.info['nova']
+        venv_bin = os.path.join(self.peer_venv(nova), 'bin')
+        bindir = os.path.join(self.state_dir, 'image', release, 'bin')
+        command = os.path.join(bindir, 'nova-compute')
+        if os.path.exists(command + '.nova'):
+            return command
+        shutil.rmtree(bindir, ignore_errors=True)
+        os.makedirs(bindir)
+        for name in ('nova-compute', 'nova-compute-revert-lock',
+                     'nova-revert-lock'):
+            shutil.copy2(os.path.join(venv_bin, name), bindir)
+        env = dict(os.environ, PATH=bindir + os.pathsep + os.environ['PATH'])
+        procs.run(['/bin/sh', '-c', kolla_render.footer_shell()],
+                  self.log('image-%s' % release), env=env,
+                  name='image steps (contrib/kolla)')
+        return command
+
+    def start_compute(self, host, mode, log_suffix='', nova=None,
+                      image=False):
+        """Start one compute as ``mode`` (wrapper or plain).
+
+        :param image: a wrapper started as ``nova-compute``, the image's
+            console script replaced (:meth:`image_command`)
+        """
         name = 'nova-compute-%s' % host
         binary = ('nova-compute-revert-lock' if mode == 'wrapper'
                   else 'nova-compute')
         venv_bin = os.path.join(self.peer_venv(nova), 'bin')
+        command = os.path.join(venv_bin, binary)
+        if image:
+            if mode != 'wrapper':
+                raise procs.StartError(name, 'an image-style nova-compute '
+                                       'starts the wrapper only', None)
+            command = self.image_command(nova)
         # NOTE: both modes through the same lock tracer (traced_compute):
         # the soak reports what each section holds the tracker's lock for.
         argv = [os.path.join(venv_bin, 'python'),
                 os.path.join(LIB, 'cloud_lib', 'traced_compute.py'),
-                self.lock_trace(host), os.path.join(venv_bin, binary),
+                self.lock_trace(host), command,
                 '--config-file', self.compute_conf(host)]
         log = self.log(name + log_suffix)
         pid = procs.start(name, argv, log)
@@ -776,6 +815,8 @@ class Cloud(object):
                  'port': None, 'log': log,
                  'start_id': procs.starttime(pid), 'host': host,
                  'mode': mode, 'nova': nova or self.info['nova']}
+        if image:
+            entry['command'] = 'image'
         self.state.services.append(entry)
         self.state.save()
         return entry
@@ -975,11 +1016,13 @@ class Cloud(object):
                 retired.append(s)
         self.state.save()
 
-    def restart_compute(self, host, mode, nova=None):
+    def restart_compute(self, host, mode, nova=None, image=False):
         """Stop one compute (if it runs); start it again as ``mode``.
 
         :param nova: the Nova release it runs from then on (one of the
             series' ``peers``: a cloud mid-upgrade), or the services'
+        :param image: start the wrapper as an image's ``nova-compute``
+            (:meth:`image_command`)
         """
         self.ensure_peer_venv(nova)
         self.stop_compute(host)
@@ -988,7 +1031,8 @@ class Cloud(object):
             self.check(host, nova)
         # NOTE: a log per process, so that what the host logged as plain
         # and as wrapper can be judged apart.
-        entry = self.start_compute(host, mode, '-%d' % len(retired), nova)
+        entry = self.start_compute(host, mode, '-%d' % len(retired), nova,
+                                   image=image)
         # NOTE: up again when its RPC server answers: Nova starts it
         # after init_host, so from then on confirm and revert casts to
         # the host are consumed by the new process. The wrapper answers

@@ -15,7 +15,8 @@
     python traced_compute.py TRACE_FILE BINARY [nova-compute arguments]
 
 Runs the console script BINARY (``nova-compute`` or
-``nova-compute-revert-lock`` of the same virtualenv) as it runs itself,
+``nova-compute-revert-lock`` of the same virtualenv, or a copy of either
+under another name: what it runs is read from the file) as it runs itself,
 with one addition: every section under ``compute_resources`` (the
 tracker's ``COMPUTE_RESOURCE_SEMAPHORE``) appends a line to TRACE_FILE
 when it releases the lock, naming the synchronized function and giving
@@ -77,7 +78,10 @@ def main():
     if os.environ.get(FAULT_HOOK_ENV):
         import fault_hook
         fault_hook.install(os.path.dirname(os.path.abspath(trace)))
-    if os.path.basename(binary) == 'nova-compute-revert-lock':
+    # NOTE: what the console script runs, not its name: an image's
+    # nova-compute may be the wrapper's script (contrib/kolla).
+    from nova_revert_lock import startup
+    if startup.nova_compute_command(binary)[1] == startup.STARTS_FIX:
         from nova_revert_lock.cmd import compute
     else:
         compute = nova.cmd.compute
