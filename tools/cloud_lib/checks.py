@@ -27,6 +27,7 @@ from cloud_lib import lockholds
 from cloud_lib import logcheck
 from cloud_lib import pinning
 from cloud_lib import procs
+from cloud_lib import rollout as rollout_mod
 from cloud_lib.series import SERIES
 from cloud_lib import tempest
 
@@ -438,6 +439,10 @@ def cmd_audit(args):
     return 1 if problems else 0
 
 
+#: the line a compute logs when the fix was activated in it
+ACTIVATED = 'nova-revert-lock: applied '
+
+
 def cmd_rolling(args):
     c = _up_cloud(args)
     plain = [h['host'] for h in c.computes() if h['mode'] == 'plain']
@@ -450,16 +455,37 @@ def cmd_rolling(args):
         return 1
     started = time.monotonic()
     to = getattr(args, 'to', 'wrapper')
+    image = getattr(args, 'image', False) and to == 'wrapper'
     try:
-        c.restart_compute(host, to)
+        entry = c.restart_compute(host, to, image=image)
     except procs.StartError as e:
         sys.stderr.write('cloud rolling: %s: %s\n%s\n' % (
             e.name, e.reason, procs.tail(e.log)))
         _venv_script(c, 'rolling.py', 'cleanup', path)
         return 1
-    print('rolling: %s restarted as %s in %.1fs'
-          % (host, to, time.monotonic() - started))
-    return _venv_script(c, 'rolling.py', 'finish', path)
+    print('rolling: %s restarted as %s%s in %.1fs'
+          % (host, to, ' (an image\'s nova-compute, contrib/kolla)'
+             if image else '', time.monotonic() - started))
+    rc = _venv_script(c, 'rolling.py', 'finish', path)
+    if image:
+        # NOTE: the command is named nova-compute: only its log says
+        # that it started through the fix.
+        with open(entry['log'], errors='replace') as f:
+            activated = ACTIVATED in f.read()
+        print('rolling: %s logged the activation line: %s'
+              % (host, 'yes' if activated else 'NO'))
+        if not activated:
+            rc = rc or 1
+    return rc
+
+
+def cmd_rollout(args):
+    c = _up_cloud(args)
+    problems, record = rollout_mod.rollout(c)
+    _report(args, 'rollout', record)
+    for p in problems:
+        print('rollout: PROBLEM %s' % p)
+    return 1 if problems else 0
 
 
 #: A cloud mid-upgrade: the release and mode of one compute, beside the
@@ -658,8 +684,16 @@ def sequence(state_dir, series, cycles, tempest_concurrency=2,
     try:
         for mode in ('mixed', 'plain'):
             if mode == 'plain':
-                _step(results, 'computes to plain', _restart_all, c,
-                      'plain')
+                # NOTE: through contrib/ansible's rollout playbook, which
+                # ends with every compute backed out (see rollout.py).
+                found, record = _step(results, 'rollout',
+                                      rollout_mod.rollout, c)
+                results['rollout'] = record
+                problems.extend(found)
+                c.state = procs.State(state_dir)
+                if _mode(c) != 'plain':
+                    _step(results, 'computes to plain', _restart_all, c,
+                          'plain')
             if baseline != 'never' and (mode == 'mixed' or (
                     baseline == 'always' or 'tempest' in failed)):
                 t = _step(results, 'tempest %s' % mode, tempest.run, c,
@@ -677,7 +711,9 @@ def sequence(state_dir, series, cycles, tempest_concurrency=2,
                 print_holds(rows)
                 results['audit'] = rows
                 problems.extend('audit: %s' % p for p in judge_audit(c, rows))
-                args = _Args(state_dir)
+                # NOTE: switched as a Kolla or TripleO operator would:
+                # the image's nova-compute replaced by the wrapper.
+                args = _Args(state_dir, image=True)
                 if _step(results, 'rolling switch', cmd_rolling, args) != 0:
                     problems.append('rolling switch failed (see '
                                     'rolling.json)')
@@ -825,8 +861,9 @@ def cmd_cycles(args):
 
 
 class _Args(object):
-    def __init__(self, state_dir):
+    def __init__(self, state_dir, **kw):
         self.state_dir = state_dir
+        self.__dict__.update(kw)
 
 
 def summarize(results):
@@ -1186,7 +1223,15 @@ def add_parsers(sub):
     r.add_argument('--to', choices=('wrapper', 'plain'), default='wrapper',
                    help='what the plain compute restarts as (plain: the '
                         'same switch without the extension, a baseline)')
+    r.add_argument('--image', action='store_true',
+                   help="start the wrapper as an image's nova-compute, "
+                        "made by contrib/kolla's override steps")
     r.set_defaults(func=cmd_rolling)
+    ro = sub.add_parser('rollout', help="contrib/ansible's rollout "
+                                        'playbook on the computes: back '
+                                        'out, a refused switch, switch, '
+                                        'back out')
+    ro.set_defaults(func=cmd_rollout)
     fm = sub.add_parser('family', help='shelve/unshelve, an aborted live '
                                        'migration, an evacuation, books '
                                        'checked after each')
