@@ -13,7 +13,8 @@
 """Counters of the critical sections this package adds to nova-compute.
 
 Per process, served by the RPC status endpoint (:func:`snapshot`), with
-the outcome of each node's latest periodic task (:func:`periodic_ran`).
+the outcome of each node's latest periodic task (:func:`periodic_ran`)
+and the fixes that cannot act on a node for now (:func:`degraded`).
 Not to be confused with Nova's ``nova.compute.stats`` (per-node instance
 counts).
 """
@@ -47,6 +48,10 @@ class _Counters(object):
             lambda: collections.deque(maxlen=_HOLD_SAMPLES))
         #: node -> what its latest periodic task did (periodic_ran)
         self.periodic = {}
+        #: (fix, node, what) -> the degraded period under way (degraded)
+        self.degraded = {}
+        #: fix -> how many degraded periods ended (recovered)
+        self.degraded_ended = collections.Counter()
 
     def record(self, kind, held_ms, failed):
         with _LOCK:
@@ -112,6 +117,42 @@ def periodic_ran(nodename, error=None):
         COUNTERS.periodic[nodename] = entry
 
 
+def degraded(fix, nodename, what, error):
+    """Record that ``fix`` could not ``what`` for ``nodename``.
+
+    The node then counts as upstream's code does: the fix is off there
+    until :func:`recovered`. One period per (fix, node, what): its start,
+    the latest reason and how many reads failed in it.
+
+    :returns: True if this failure starts a period (the caller logs it at
+        WARNING; the later ones at DEBUG)
+    """
+    now = _now()
+    key = (fix, nodename, what)
+    with _LOCK:
+        period = COUNTERS.degraded.get(key)
+        started = period is None
+        if started:
+            period = COUNTERS.degraded[key] = {
+                'fix': fix, 'node': nodename, 'what': what, 'since': now,
+                'count': 0}
+        period.update(count=period['count'] + 1, last_at=now,
+                      reason=rows.one_line(error))
+    return started
+
+
+def recovered(fix, nodename, what):
+    """``what`` works again for ``nodename``: end its period, if any.
+
+    :returns: the period that ended (a dict), or None if there was none
+    """
+    with _LOCK:
+        period = COUNTERS.degraded.pop((fix, nodename, what), None)
+        if period is not None:
+            COUNTERS.degraded_ended[fix] += 1
+    return period
+
+
 def percentile(values, p):
     """The nearest-rank ``p``-th percentile of ``values`` (or None)."""
     values = sorted(values)
@@ -137,6 +178,9 @@ def snapshot():
             'critical_section_errors_by_kind': dict(COUNTERS.errors_by_kind),
             'periodic_by_node': {node: dict(entry) for node, entry
                                  in COUNTERS.periodic.items()},
+            'degraded': [dict(period) for _key, period
+                         in sorted(COUNTERS.degraded.items())],
+            'degraded_ended': dict(COUNTERS.degraded_ended),
         }
         latest = {kind: list(held) for kind, held in COUNTERS.samples.items()}
         longest = dict(COUNTERS.max_by_kind)

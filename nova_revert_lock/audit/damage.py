@@ -34,14 +34,15 @@ from nova_revert_lock.audit import targets as audit_targets
 
 ERROR_SERVER = 'server-in-error'
 PERIODIC_FAILING = 'periodic-failing'
+DEGRADED_FIX = 'degraded-fix'
 SHARED_PCPU = 'shared-pcpu'
 BOOKS_WRONG = 'pinned-books-wrong'
 ORPHANED_ALLOCATION = 'orphaned-allocation'
 STALE_MIGRATION = 'stale-migration'
 #: in the order their repairs run: the moves that free shared CPUs
 #: before the restart of a node whose periodic task they made fail
-KINDS = (SHARED_PCPU, ERROR_SERVER, PERIODIC_FAILING, BOOKS_WRONG,
-         STALE_MIGRATION, ORPHANED_ALLOCATION)
+KINDS = (SHARED_PCPU, ERROR_SERVER, PERIODIC_FAILING, DEGRADED_FIX,
+         BOOKS_WRONG, STALE_MIGRATION, ORPHANED_ALLOCATION)
 
 #: the family's symptoms, as Nova words them in an instance fault
 SYMPTOMS = (
@@ -305,7 +306,7 @@ def _books(report, cell, compute, held):
 
 
 def check_periodic(report, status_rows):
-    """Findings from the status endpoints: failing periodic tasks."""
+    """Findings from the status endpoints: failing tasks, degraded fixes."""
     answered = 0
     for row in status_rows:
         if not row['reachable']:
@@ -330,6 +331,20 @@ def check_periodic(report, status_rows):
                  'CPUs are moved' % row['host']],
                 cell=row.get('cell'), host=row['host'], node=node,
                 bug='1879878' if 'Pinning' in error else None)
+        for period in row.get('degraded') or ():
+            report.add(
+                DEGRADED_FIX,
+                '%s cannot %s: %d failed read(s) since %s, last at %s '
+                '(%s); the node counts as upstream does meanwhile' % (
+                    period['fix'], period['what'], period['count'],
+                    period['since'], period.get('last_at'),
+                    period.get('reason')),
+                ['make the conductor, RabbitMQ and the database reachable '
+                 'from %s (its log says which read fails)' % row['host'],
+                 'nova-revert-lock status --host %s  # DEGRADED empty: '
+                 'the next good read ends it' % row['host']],
+                cell=row.get('cell'), host=row['host'],
+                node=period['node'])
     report.checked.append('status endpoints: %d of %d host(s) report their '
                           'periodic task' % (answered, len(status_rows)))
 

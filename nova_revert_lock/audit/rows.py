@@ -22,7 +22,8 @@ ROW_KEYS = ('host', 'cell', 'reachable', 'state', 'nova_version', 'series',
             'critical_section_errors', 'error')
 _EXTRA_KEYS = ('rpc_version', 'missing', 'critical_sections_by_kind',
                'lock_hold_ms_by_kind', 'bugs',
-               'critical_section_errors_by_kind', 'periodic_by_node')
+               'critical_section_errors_by_kind', 'periodic_by_node',
+               'degraded', 'degraded_ended')
 
 
 def new_row(host, cell=None, **values):
@@ -50,6 +51,21 @@ def row_from_status(target, status):
 
 def protected(row):
     return bool(row['reachable']) and row['state'] in PROTECTED
+
+
+def degraded(row):
+    """The host's degraded fixes in a few words, or None if none.
+
+    ``source_window@node1 x3 since 2026-12-05T10:00:00Z (MessagingTimeout)``
+    per fix and node whose reads fail now: the node counts as upstream's
+    code does until they work again.
+    """
+    periods = row.get('degraded')
+    if not periods:
+        return None
+    return '; '.join('%s@%s x%d since %s (%s)' % (
+        p['fix'], p['node'], p['count'], p['since'],
+        (p.get('reason') or '').split(':')[0]) for p in periods)
 
 
 def open_bugs(row):

@@ -50,6 +50,7 @@ def format_table(rows):
                 ('NOVA', 'nova_version'), ('SERIES', 'series'),
                 ('MIXINS', 'mixins'), ('OPEN TO', audit_rows.open_bugs),
                 ('PERIODIC', audit_rows.periodic),
+                ('DEGRADED', audit_rows.degraded),
                 ('SECTIONS', 'critical_sections'),
                 ('MAX HOLD MS', 'max_lock_hold_ms'),
                 ('ERRORS', 'critical_section_errors'), ('NOTE', 'error')]
@@ -64,7 +65,12 @@ def format_table(rows):
 
 def summary(rows):
     good = sum(1 for r in rows if audit_rows.protected(r))
-    return '%d of %d host(s) protected' % (good, len(rows))
+    text = '%d of %d host(s) protected' % (good, len(rows))
+    degraded = sum(1 for r in rows if r.get('degraded'))
+    if degraded:
+        text += ('; %d with a degraded fix (a read fails: counted as '
+                 'upstream counts until it works again)' % degraded)
+    return text
 
 
 def add_parser(subparsers):

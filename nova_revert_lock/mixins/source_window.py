@@ -16,7 +16,11 @@ Runs on both hosts of a revert, on every Nova this package knows: upstream
 left the time between the destination's claim drop and the source's
 ``finish_revert_resize`` open everywhere. The window, the look-up, why it
 counts exactly once and what it costs: doc/source/source-window.rst. If a
-read fails, the node counts as upstream's does.
+read fails (:data:`READ_ERRORS`: the conductor, the broker or the
+database), the node counts as upstream's does and the fix is degraded
+there until a read works again (:func:`nova_revert_lock.sections.degraded`,
+served by the status endpoint); any other error is a defect and is
+raised.
 """
 
 import collections
@@ -24,12 +28,16 @@ import inspect
 
 from nova.compute import resource_tracker
 from nova.compute import task_states
+from nova import exception as nova_exception
 from nova import objects
 from nova.virt import driver as virt_driver
+from oslo_db import exception as db_exception
 from oslo_log import log as logging
+import oslo_messaging as messaging
 
 from nova_revert_lock import locking
 from nova_revert_lock.mixins import base
+from nova_revert_lock import sections
 
 LOG = logging.getLogger(__name__)
 
@@ -40,6 +48,18 @@ RECENT_REVERTS = 20
 #: What the periodic task needs of an instance, as upstream's list loads.
 _INSTANCE_ATTRS = ['system_metadata', 'numa_topology', 'flavor',
                    'migration_context', 'resources']
+
+#: What a read through the conductor (or, in-process, the database) raises
+#: when it cannot be made: messaging time-outs and delivery failures, a
+#: conductor's remote error, a database error, Nova's own (a migration
+#: deleted since it was listed).
+READ_ERRORS = (messaging.MessagingException, db_exception.DBError,
+               nova_exception.NovaException)
+
+#: the fix's name in the degraded records, and what it reads
+FIX = 'source_window'
+LOOK_UP = 'look up reverted migrations'
+READ_DEST = 'read the migration of a revert'
 
 #: Migration types whose revert runs through finish_revert_resize.
 _RESIZE_TYPES = ('resize', 'migration')
@@ -77,14 +97,22 @@ def _given_back(migration, host, nodename):
                  migration.source_node == nodename))
 
 
-def _read_failed(tracker, flag, nodename, what, error):
-    """Log a failed read: WARNING once, then DEBUG while ``flag`` is set."""
-    log = LOG.debug if getattr(tracker, flag) else LOG.warning
+def _read_failed(nodename, what, error):
+    """A read failed: the fix is degraded on the node (WARNING once)."""
+    started = sections.degraded(FIX, nodename, what, error)
+    log = LOG.warning if started else LOG.debug
     log('Cannot %(what)s from node %(node)s (%(error)s: %(reason)s); '
         'counting as upstream does until it works again',
         {'what': what, 'node': nodename, 'error': type(error).__name__,
          'reason': error})
-    setattr(tracker, flag, True)
+
+
+def _read_works(nodename, what):
+    """A read worked: end the node's degraded period, if any (INFO)."""
+    period = sections.recovered(FIX, nodename, what)
+    if period is not None:
+        LOG.info('Can %(what)s from node %(node)s again, after %(count)d '
+                 'failed read(s) since %(since)s', dict(period))
 
 
 def _log_new_at_info(tracker, store, nodename, found, message, values):
@@ -102,9 +130,6 @@ class SourceWindowTracker(object):
 
     #: (context, nodename) of the running periodic task, or None
     _nrl_node = None
-    #: True while the look-up, or the destination's read, fails
-    _nrl_failing = False
-    _nrl_dest_failing = False
 
     # NOTE: the memory of the node's outgoing resizes is written by RPC
     # handlers without the lock: only single dict operations, atomic on
@@ -171,14 +196,10 @@ class SourceWindowTracker(object):
                     migration = self._nrl_migration_of(context, instance)
                     if _given_back(migration, self.host, nodename):
                         found.append((migration, instance))
-        except Exception as e:
-            _read_failed(self, '_nrl_dest_failing', nodename,
-                         'read the migration of a revert', e)
+        except READ_ERRORS as e:
+            _read_failed(nodename, READ_DEST, e)
             return {}
-        if self._nrl_dest_failing:
-            LOG.info('The migrations of reverts from node %s can be read '
-                     'again', nodename)
-            self._nrl_dest_failing = False
+        _read_works(nodename, READ_DEST)
         _log_new_at_info(
             self, '_nrl_dest_logged', nodename, found,
             'Not counting the instance on node %(node)s: its revert '
@@ -226,16 +247,13 @@ class SourceWindowTracker(object):
         try:
             found = self._nrl_query(context, nodename, migrations,
                                     instance_by_uuid)
-        except Exception as e:
-            # NOTE: the look-up only adds usage that upstream forgets; it
-            # must never cost the periodic task itself, nor flood the log.
-            _read_failed(self, '_nrl_failing', nodename,
-                         'look up reverted migrations', e)
+        except READ_ERRORS as e:
+            # NOTE: the look-up only adds usage that upstream forgets; a
+            # read that cannot be made must never cost the periodic task
+            # itself, nor flood the log.
+            _read_failed(nodename, LOOK_UP, e)
             return []
-        if self._nrl_failing:
-            LOG.info('The look-up of reverted migrations from node %s '
-                     'works again', nodename)
-            self._nrl_failing = False
+        _read_works(nodename, LOOK_UP)
         _log_new_at_info(
             self, '_nrl_logged', nodename, found,
             'Counting migration %(migration)s on its source node '

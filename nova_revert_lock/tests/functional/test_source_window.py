@@ -42,11 +42,15 @@ from nova.conductor import manager as conductor_manager
 from nova import context as nova_context
 from nova import service
 from nova.tests.functional import integrated_helpers
+from oslo_db import exception as db_exception
+import oslo_messaging as messaging
 
+from nova_revert_lock.audit import endpoint
 from nova_revert_lock.guard import assess
 from nova_revert_lock.guard import decision
 from nova_revert_lock.mixins import source_window
 from nova_revert_lock import report as nrl_report
+from nova_revert_lock import sections
 from nova_revert_lock.tests.functional import base
 from nova_revert_lock.tests.functional import hooks
 from nova_revert_lock.tests.functional import test_source_window_flip
@@ -309,7 +313,8 @@ class SourceWindowTest(_WindowTestBase):
         rt.__dict__.pop('_nrl_watch', None)
         rt.__dict__.pop('_nrl_seen_nodes', None)
         fetched, looked_up = [], []
-        failures = [RuntimeError('conductor gone')] if fail_first else []
+        failures = ([messaging.MessagingTimeout('conductor gone')]
+                    if fail_first else [])
 
         def instances(orig, context, filters, *args, **kwargs):
             if 'uuid' in filters:
@@ -397,7 +402,7 @@ class SourceWindowTest(_WindowTestBase):
 
     def test_failed_look_up_counts_as_upstream(self):
         def broken(*args, **kwargs):
-            raise RuntimeError('database gone')
+            raise db_exception.DBConnectionError('database gone')
 
         self.stub_out('nova_revert_lock.mixins.source_window.'
                       'SourceWindowTracker._nrl_query', broken)
@@ -406,6 +411,57 @@ class SourceWindowTest(_WindowTestBase):
         self.assertEqual([(label, 0) for label in WINDOW] + [(LANDED, 1)],
                          self.probes)
         self._assert_healed()
+
+    def _degraded(self):
+        return [(p['fix'], p['node'], p['what'])
+                for p in sections.snapshot()['degraded']]
+
+    def test_failed_look_up_is_served_as_degraded_until_it_works(self):
+        failures = [messaging.MessagingTimeout('no reply')] * 2
+        orig = source_window.SourceWindowTracker._nrl_query
+
+        def flaky(tracker, *args, **kwargs):
+            if failures:
+                raise failures.pop()
+            return orig(tracker, *args, **kwargs)
+
+        self.stub_out('nova_revert_lock.mixins.source_window.'
+                      'SourceWindowTracker._nrl_query', flaky)
+        sections.COUNTERS.reset()
+        self.run_periodic(self.source)
+        self.run_periodic(self.source)
+        self.assertEqual([('source_window', self.source,
+                           source_window.LOOK_UP)], self._degraded())
+        (period,) = sections.snapshot()['degraded']
+        self.assertEqual(2, period['count'])
+        self.assertIn('MessagingTimeout', period['reason'])
+        status = endpoint.status_of(self.computes[self.source].manager)
+        self.assertEqual([period], status['degraded'])
+        self.run_periodic(self.source)
+        self.assertEqual([], self._degraded())
+        self.assertEqual({'source_window': 1},
+                         sections.snapshot()['degraded_ended'])
+        output = self.stdlog.logger.output
+        self.assertEqual(1, output.count('Cannot look up reverted'))
+        self.assertIn('Can look up reverted migrations from node %s again, '
+                      'after 2 failed read(s)' % self.source, output)
+
+    def test_a_defect_in_the_look_up_is_raised(self):
+        # Only reads that cannot be made are absorbed; a programming error
+        # fails the node's periodic task (Nova logs it), never silently.
+        def defect(*args, **kwargs):
+            raise AttributeError('no such field')
+
+        self.stub_out('nova_revert_lock.mixins.source_window.'
+                      'SourceWindowTracker._nrl_query', defect)
+        sections.COUNTERS.reset()
+        self.run_periodic(self.source)
+        self.assertEqual([], self._degraded())
+        entry = sections.snapshot()['periodic_by_node'].get(self.source)
+        if entry is not None:
+            self.assertEqual('failed', entry['outcome'])
+            self.assertIn('AttributeError', entry['error'])
+        self.assertIn('no such field', self.stdlog.logger.output)
 
 
 class SourceWindowSourceOnlyTest(_WindowTestBase):
@@ -506,7 +562,7 @@ class DestWindowTest(_WindowTestBase):
 
     def test_a_failed_read_counts_as_upstream(self):
         def broken(*args, **kwargs):
-            raise RuntimeError('conductor gone')
+            raise messaging.MessagingTimeout('conductor gone')
 
         self.stub_out('nova_revert_lock.mixins.source_window.'
                       'SourceWindowTracker._nrl_migration_of', broken)

@@ -385,7 +385,7 @@ class SourceWindowFlipTest(_FlipTestBase):
 
     def test_failed_look_up_logs_once(self):
         def broken(*args, **kwargs):
-            raise RuntimeError('conductor gone')
+            raise messaging.MessagingTimeout('conductor gone')
 
         self.stub_out('nova_revert_lock.mixins.source_window.'
                       'SourceWindowTracker._nrl_query', broken)

@@ -92,6 +92,26 @@ class ReportTest(testtools.TestCase):
                            'error': 'no answer within 5s'}],
                          report.unreadable)
 
+    def test_degraded_fix_from_the_endpoints(self):
+        report = damage.Report()
+        period = {'fix': 'source_window', 'node': 'n1', 'count': 4,
+                  'what': 'look up reverted migrations', 'since': 'S',
+                  'last_at': 'L', 'reason': 'MessagingTimeout: no reply'}
+        damage.check_periodic(report, [
+            {'host': 'h1', 'cell': 'c', 'reachable': True,
+             'periodic_by_node': {'n1': {'outcome': 'ok'}},
+             'degraded': [period]},
+            {'host': 'h2', 'cell': 'c', 'reachable': True,
+             'periodic_by_node': {}, 'degraded': []}])
+        (item,) = report.findings
+        self.assertEqual((damage.DEGRADED_FIX, 'h1', 'n1', None),
+                         (item['kind'], item['host'], item['node'],
+                          item['bug']))
+        self.assertIn('source_window cannot look up reverted migrations: 4 '
+                      'failed read(s) since S', item['detail'])
+        self.assertIn('MessagingTimeout', item['detail'])
+        self.assertIn('nova-revert-lock status --host h1', item['repair'][1])
+
 
 class PlacementTest(testtools.TestCase):
 

@@ -132,6 +132,8 @@ class TestStatusEndpoint(testtools.TestCase):
             'critical_section_errors': 0,
             'critical_section_errors_by_kind': {},
             'lock_hold_ms_by_kind': {},
+            'degraded': [],
+            'degraded_ended': {},
             # a manager without the composed tracker observes no periodic
             'periodic_by_node': None,
         }, status)
@@ -211,6 +213,31 @@ class TestStatusEndpoint(testtools.TestCase):
         self.assertEqual(('ok', 4, 0, None), (
             node2['outcome'], node2['runs'], node2['failed_in_a_row'],
             node2['error']))
+
+    def test_degraded_periods_per_fix_node_and_read(self):
+        self.assertEqual([], sections.snapshot()['degraded'])
+        self.assertTrue(sections.degraded('source_window', 'node1',
+                                          'look up', ValueError('gone\nx')))
+        self.assertFalse(sections.degraded('source_window', 'node1',
+                                           'look up', KeyError('again')))
+        self.assertTrue(sections.degraded('source_window', 'node2',
+                                          'look up', ValueError('gone')))
+        (first, second) = sections.snapshot()['degraded']
+        self.assertEqual(('node1', 'look up', 2, "KeyError: 'again'"),
+                         (first['node'], first['what'], first['count'],
+                          first['reason']))
+        self.assertIsNotNone(first['since'])
+        self.assertEqual('node2', second['node'])
+        # Another read of the same node ends nothing.
+        self.assertIsNone(sections.recovered('source_window', 'node1',
+                                             'read dest'))
+        ended = sections.recovered('source_window', 'node1', 'look up')
+        self.assertEqual(2, ended['count'])
+        self.assertIsNone(sections.recovered('source_window', 'node1',
+                                             'look up'))
+        status = sections.snapshot()
+        self.assertEqual(['node2'], [p['node'] for p in status['degraded']])
+        self.assertEqual({'source_window': 1}, status['degraded_ended'])
 
     def test_observer_records_each_run_and_raises_as_before(self):
         class Tracker(object):

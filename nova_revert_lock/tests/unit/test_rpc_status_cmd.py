@@ -143,7 +143,8 @@ class TestStatusCommand(CommandMixin, test_rpc.FakeTransportMixin,
         self.assertEqual(1, code)
         out = self.stdout.getvalue().splitlines()
         self.assertEqual(['HOST', 'REACHABLE', 'STATE', 'NOVA', 'SERIES',
-                          'MIXINS', 'OPEN', 'TO', 'PERIODIC', 'SECTIONS',
+                          'MIXINS', 'OPEN', 'TO', 'PERIODIC', 'DEGRADED',
+                          'SECTIONS',
                           'MAX', 'HOLD', 'MS', 'ERRORS', 'NOTE'],
                          out[0].split())
         self.assertTrue(out[1].startswith('host1 '), out)
@@ -151,6 +152,22 @@ class TestStatusCommand(CommandMixin, test_rpc.FakeTransportMixin,
         self.assertIn('confirm,revert', out[1])
         self.assertIn('not running the extension', out[2])
         self.assertEqual('1 of 2 host(s) protected', out[-1])
+
+    def test_degraded_hosts_in_the_row_and_counted(self):
+        period = {'fix': 'source_window', 'node': 'n1', 'count': 3,
+                  'since': '2026-12-05T10:00:00Z', 'what': 'look up',
+                  'reason': 'MessagingTimeout: no reply'}
+        rows = [audit_rows.new_row('h1', reachable=True, state='patched',
+                                   degraded=[period]),
+                audit_rows.new_row('h2', reachable=True, state='patched',
+                                   degraded=[])]
+        self.assertEqual('source_window@n1 x3 since 2026-12-05T10:00:00Z '
+                         '(MessagingTimeout)', audit_rows.degraded(rows[0]))
+        self.assertIsNone(audit_rows.degraded(rows[1]))
+        self.assertIn('source_window@n1 x3', status.format_table(rows))
+        self.assertEqual('2 of 2 host(s) protected; 1 with a degraded fix '
+                         '(a read fails: counted as upstream counts until '
+                         'it works again)', status.summary(rows))
 
     def test_duplicate_hosts_asked_once(self):
         code, rows = self.rows('host1', 'host1')
