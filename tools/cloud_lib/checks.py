@@ -15,6 +15,7 @@ rolling switch, the log check; and ``short``, all of them in a row."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -439,8 +440,11 @@ def cmd_audit(args):
     return 1 if problems else 0
 
 
-#: the line a compute logs when the fix was activated in it
-ACTIVATED = 'nova-revert-lock: applied '
+#: the line a compute logs when the fix was activated in it (applied, or
+#: standing aside where upstream's fix is in)
+ACTIVATED = re.compile(r' INFO nova_revert_lock\.activation .*'
+                       r'nova-revert-lock: (applied|Nova \S+ \(\S+\) '
+                       r'already carries)')
 
 
 def cmd_rolling(args):
@@ -471,7 +475,7 @@ def cmd_rolling(args):
         # NOTE: the command is named nova-compute: only its log says
         # that it started through the fix.
         with open(entry['log'], errors='replace') as f:
-            activated = ACTIVATED in f.read()
+            activated = ACTIVATED.search(f.read()) is not None
         print('rolling: %s logged the activation line: %s'
               % (host, 'yes' if activated else 'NO'))
         if not activated:
