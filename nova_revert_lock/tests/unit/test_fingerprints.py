@@ -194,10 +194,18 @@ class PatchedBuildsTestCase(testtools.TestCase):
         if not os.path.isdir(self.PATCHES):
             self.skipTest('not run from a source tree: no patches/')
 
+    def _targets_a_release(self, name):
+        path = os.path.join(self.PATCHES, name, 'series')
+        if not os.path.exists(path):
+            return False
+        with open(path) as f:
+            return any(line.startswith('# target: nova==') for line in f)
+
     def test_surveyed_series_are_the_patches_here(self):
+        # NOTE: series for a released Nova name it on a "# target:" line;
+        # the one for Nova's master (for Gerrit) has no build to survey.
         series = sorted(d for d in os.listdir(self.PATCHES)
-                        if os.path.exists(os.path.join(
-                            self.PATCHES, d, 'series')))
+                        if self._targets_a_release(d))
         surveyed = fingerprint_table.SURVEYED_PATCHES
         self.assertEqual(series, sorted(s for s, _d in surveyed.values()))
         for label, (name, digest) in sorted(surveyed.items()):
