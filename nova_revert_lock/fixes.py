@@ -183,7 +183,7 @@ FIXES = collections.OrderedDict((fix.name, fix) for fix in (
                    _INSTANCES + 'get_by_filters'),
         verified={
             'train': ('20.0.0-20.6.1', '20.6.1+patches', 'train-eol'),
-            'ussuri': ('21.0.0-21.1.2', '21.1.0+patches'),
+            'ussuri': ('21.0.0-21.1.2', '21.1.0+patches', '21.2.4+patches'),
             'victoria': ('22.4.0',),
             # 25.3.0's code is 24.1.0-26.2.1's; 26.2.2's is 26.3.0's and
             # xena-eol's (fingerprint classes of the survey).
