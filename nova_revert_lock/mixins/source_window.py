@@ -115,6 +115,28 @@ def _read_works(nodename, what):
                  'failed read(s) since %(since)s', dict(period))
 
 
+def _read_only(migration):
+    """``migration``, which upstream's periodic task can no longer save.
+
+    The look-up adds the host's ``reverted`` migrations to the list
+    upstream's usage update walks. Upstream marks a migration it does not
+    expect ``error`` and saves it (a stale record); the revert owns this
+    one, so whichever branch upstream takes, its status in the database
+    stays what the revert set. The object lives for one periodic run.
+    """
+    def save(*args, **kwargs):
+        LOG.debug('Not saving migration %(migration)s as %(status)s from '
+                  'the periodic task: the revert that set it reverted owns '
+                  'it', {'migration': migration.uuid,
+                         'status': migration.status})
+        migration.obj_reset_changes()
+
+    # NOTE: an attribute of this object only, which shadows the class's
+    # remotable save(); nothing else of the object changes.
+    migration.save = save
+    return migration
+
+
 def _log_new_at_info(tracker, store, nodename, found, message, values):
     """Log each (migration, instance) at INFO once, then at DEBUG."""
     logged = tracker.__dict__.setdefault(store, {})
@@ -231,7 +253,7 @@ class SourceWindowTracker(object):
                     other.instance = instance
             migration.instance = instance
             if migration not in migrations.objects:
-                migrations.objects.append(migration)
+                migrations.objects.append(_read_only(migration))
             if self._nrl_landed(instance, nodename):
                 # Back since upstream's instance read: count it as the next
                 # run will (else as the outgoing migration it is or was).

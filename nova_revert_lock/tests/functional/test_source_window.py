@@ -40,6 +40,7 @@ import eventlet
 from nova.compute import resource_tracker
 from nova.conductor import manager as conductor_manager
 from nova import context as nova_context
+from nova import exception as nova_exception
 from nova import service
 from nova.tests.functional import integrated_helpers
 from oslo_db import exception as db_exception
@@ -462,6 +463,119 @@ class SourceWindowTest(_WindowTestBase):
             self.assertEqual('failed', entry['outcome'])
             self.assertIn('AttributeError', entry['error'])
         self.assertIn('no such field', self.stdlog.logger.output)
+
+
+class UpstreamBranchesMixin(object):
+    """Upstream's usage update forced down each of its branches in the window.
+
+    The look-up adds the revert's ``reverted`` migration to the list
+    upstream's ``_update_usage_from_migrations`` walks. Whatever upstream
+    does with it, the migration's status is the revert's: it is never
+    saved with another one by a periodic task.
+    """
+
+    #: 'stale': upstream finds the instance's migration context naming
+    #: another migration and marks this one ``error``; 'flavor': the usage
+    #: update cannot find the flavor and skips it; 'fails': the usage
+    #: update raises and the node's periodic task fails
+    branch = None
+    #: what upstream logs when it takes the branch
+    BRANCH_LOGS = {
+        'stale': 'marking migration as error',
+        'flavor': 'Flavor could not be found, skipping migration',
+        'fails': 'usage update failed in the window',
+    }
+
+    def setUp(self):
+        super(UpstreamBranchesMixin, self).setUp()
+        self.saved_in_probe = []
+        test = self
+
+        def save(orig, migration, *args, **kwargs):
+            if test._in_probe:
+                test.saved_in_probe.append((migration.uuid,
+                                            migration.status))
+            return orig(migration, *args, **kwargs)
+
+        def usage_from_migrations(orig, rt, context, migrations, nodename):
+            if test._in_probe and test.branch == 'stale' and (
+                    rt.host == test.source):
+                for m in migrations:
+                    if m.status == 'reverted':
+                        m.instance.migration_context.migration_id = -m.id
+            return orig(rt, context, migrations, nodename)
+
+        def usage_from_migration(orig, rt, context, instance, migration,
+                                 nodename):
+            if test._in_probe and migration.status == 'reverted' and (
+                    rt.host == test.source):
+                if test.branch == 'flavor':
+                    raise nova_exception.FlavorNotFound(
+                        flavor_id=instance.flavor.flavorid)
+                if test.branch == 'fails':
+                    raise nova_exception.NovaException(
+                        test.BRANCH_LOGS['fails'])
+            return orig(rt, context, instance, migration, nodename)
+
+        rt = 'nova.compute.resource_tracker.ResourceTracker.'
+        hooks.wrap(self, 'nova.objects.Migration.save', save)
+        hooks.wrap(self, rt + '_update_usage_from_migrations',
+                   usage_from_migrations)
+        hooks.wrap(self, rt + '_update_usage_from_migration',
+                   usage_from_migration)
+
+    def _revert_down_the_branch(self):
+        """The probed revert; returns (migration uuid, its final status)."""
+        server = self._boot(self.flavor_small, host=self.source)
+        self._probed_revert_of(server)
+        migration = self._migration(server['id'])
+        self.assertIn(self.BRANCH_LOGS[self.branch],
+                      self.stdlog.logger.output,
+                      'upstream did not take the %s branch' % self.branch)
+        server = self.api.get_server(server['id'])
+        self.assertEqual('ACTIVE', server['status'])
+        return migration.uuid, migration.status
+
+
+class SourceWindowUpstreamBranchTest(UpstreamBranchesMixin, _WindowTestBase):
+    """The revert's migration keeps its status whatever upstream does."""
+
+    def _assert_never_saved_otherwise(self):
+        uuid, status = self._revert_down_the_branch()
+        self.assertEqual('reverted', status)
+        self.assertEqual([], [(u, s) for u, s in self.saved_in_probe
+                              if u == uuid and s != 'reverted'])
+        self._assert_healed()
+
+    def test_stale_migration_branch(self):
+        self.branch = 'stale'
+        self._assert_never_saved_otherwise()
+
+    def test_flavor_not_found_branch(self):
+        self.branch = 'flavor'
+        self._assert_never_saved_otherwise()
+
+    def test_failed_usage_update(self):
+        self.branch = 'fails'
+        self._assert_never_saved_otherwise()
+
+
+class SourceWindowUpstreamBranchCanary(UpstreamBranchesMixin,
+                                       _WindowTestBase):
+    """Without the fix's read-only copy, upstream saves it as ``error``.
+
+    Shows that the branch test above can fail: the same forced branch, the
+    look-up's migration handed to upstream as it was read.
+    """
+
+    branch = 'stale'
+
+    def test_upstream_saves_the_added_migration_without_the_guard(self):
+        self.stub_out('nova_revert_lock.mixins.source_window._read_only',
+                      lambda migration: migration)
+        uuid, status = self._revert_down_the_branch()
+        self.assertEqual('error', status)
+        self.assertIn((uuid, 'error'), self.saved_in_probe)
 
 
 class SourceWindowSourceOnlyTest(_WindowTestBase):
