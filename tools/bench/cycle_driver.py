@@ -34,6 +34,11 @@ from tools.bench import books
 from tools.bench import locktrace
 
 MODES = ('plain', 'extension', 'upstream')
+#: The periodic task's modes: the three above, and the extension on
+#: upstream's fixed release (where only the fixes beyond upstream's
+#: apply): its cost against that release plain.
+UPSTREAM_EXT = 'upstream-ext'
+PERIODIC_MODES = MODES + (UPSTREAM_EXT,)
 KINDS = ('confirm', 'revert')
 
 #: Lock sections timed for the lock-hold distribution, per mode: plain
@@ -43,6 +48,7 @@ DROP_SECTIONS = {
     'plain': ('drop_move_claim',),
     'extension': ('drop_move_claim_at_source', 'drop_move_claim_at_dest'),
     'upstream': ('drop_move_claim_at_source', 'drop_move_claim_at_dest'),
+    UPSTREAM_EXT: ('drop_move_claim_at_source', 'drop_move_claim_at_dest'),
 }
 #: Sections whose wait for the lock is the cost to other work on the host.
 CLAIMS = ('instance_claim', 'resize_claim', 'rebuild_claim')

@@ -44,7 +44,7 @@ def _case_class(mode, options, channel):
 
     class BenchCase(base.ExtensionFixtureMixin, base.RaceMixin,
                     integrated_helpers.ProviderUsageBaseTestCase):
-        extension = (mode == 'extension')
+        extension = mode in ('extension', cycle_driver.UPSTREAM_EXT)
 
         def runTest(self):
             bench = cycle_driver.Bench(
@@ -112,7 +112,7 @@ def main(argv=None):
     import unittest
 
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-    parser.add_argument('mode', choices=cycle_driver.MODES)
+    parser.add_argument('mode', choices=cycle_driver.PERIODIC_MODES)
     parser.add_argument('--hammer-sleep', type=float, default=0.002)
     parser.add_argument('--probe-interval', type=float, default=0.02)
     parser.add_argument('--no-trigger', dest='trigger',

@@ -24,6 +24,8 @@ from tools.bench import cycle_driver
 from tools.bench import family
 
 MODES = cycle_driver.MODES
+PERIODIC_MODES = cycle_driver.PERIODIC_MODES
+UPSTREAM_EXT = cycle_driver.UPSTREAM_EXT
 KINDS = cycle_driver.KINDS
 
 #: Targets the benchmark reports against; never asserted by tests.
@@ -170,7 +172,7 @@ def summarize(run):
     result['environment']['modes'] = {
         m: {k: v for k, v in ready.get(m, {}).items()
             if k in ('nova_version', 'activation', 'nova_state', 'python')}
-        for m in MODES}
+        for m in PERIODIC_MODES if m in ready or m in MODES}
     return result
 
 
@@ -273,6 +275,7 @@ def _periodic(result, data):
     """
     scenarios, wall, cpu, calls, ratio, cpu_ratio, wrong = (
         [], {}, {}, {}, {}, {}, {})
+    beyond, beyond_cpu = {}, {}
     for spec in (data or {}).get('scenarios', []):
         name = spec['name']
         scenarios.append(collections.OrderedDict([
@@ -282,8 +285,10 @@ def _periodic(result, data):
             ('reverts', spec['reverts'])]))
         per_mode = data['samples'].get(name, {})
         wall[name], cpu[name], calls[name], wrong[name] = {}, {}, {}, {}
-        for mode in MODES:
-            runs = per_mode.get(mode, [])
+        for mode in PERIODIC_MODES:
+            runs = per_mode.get(mode)
+            if runs is None:
+                continue
             wall[name][mode] = _dist([r['ms'] for r in runs], (50, 95))
             cpu[name][mode] = _dist([r['cpu_ms'] for r in runs], (50, 95))
             keys = sorted(set(k for r in runs for k in r.get('calls', {})))
@@ -301,11 +306,19 @@ def _periodic(result, data):
                              wall[name]['upstream']['median'])
         cpu_ratio[name] = _ratio(cpu[name]['extension']['median'],
                                  cpu[name]['upstream']['median'])
+        if UPSTREAM_EXT in wall[name]:
+            beyond[name] = _ratio(wall[name][UPSTREAM_EXT]['median'],
+                                  wall[name]['upstream']['median'])
+            beyond_cpu[name] = _ratio(cpu[name][UPSTREAM_EXT]['median'],
+                                      cpu[name]['upstream']['median'])
     result['periodic_scenarios'] = scenarios
     result['periodic_ms'] = wall
     result['periodic_ratio_vs_upstream'] = ratio
     result['periodic_cpu_ms'] = cpu
     result['periodic_cpu_ratio_vs_upstream'] = cpu_ratio
+    # the extension on upstream's release against that release plain
+    result['periodic_ratio_upstream_ext_vs_upstream'] = beyond
+    result['periodic_cpu_ratio_upstream_ext_vs_upstream'] = beyond_cpu
     result['periodic_calls'] = calls
     result['periodic_wrong_runs'] = wrong
     result['periodic_settings'] = {
@@ -363,6 +376,14 @@ def _targets(result):
             'CPU time ratio %s' % _fmt(
                 result['periodic_cpu_ratio_vs_upstream'][name],
                 '%.3f'), part=PERIODIC)
+        beyond = result.get('periodic_ratio_upstream_ext_vs_upstream',
+                            {}).get(name)
+        if beyond is not None:
+            add('median periodic task, extension on upstream\'s release / '
+                'that release plain (%s)' % spec['label'], '<= %.2f' % target,
+                beyond, beyond <= target, 'CPU time ratio %s' % _fmt(
+                    result['periodic_cpu_ratio_upstream_ext_vs_upstream'][
+                        name], '%.3f'), part=PERIODIC)
         if not spec['reverts']:
             calls = result['periodic_calls'][name]
             ours, theirs = (calls['extension']['db'],
@@ -467,17 +488,19 @@ def _periodic_lines(result):
     lines = ['Periodic task: update_available_resource of one compute host, '
              '%s runs per scenario and mode, one mode at a time, the modes '
              'interleaved' % settings.get('runs', '?'), '']
-    head = '    %-10s %-8s %10s %10s %10s %9s %10s' % (
+    head = '    %-12s %-8s %10s %10s %10s %9s %10s' % (
         'mode', 'nova', 'p50', 'p95', 'CPU p50', 'DB calls', 'placement')
     for spec in result['periodic_scenarios']:
         name = spec['name']
         lines.append('  %s' % spec['label'])
         lines.append(head)
-        for mode in MODES:
+        for mode in PERIODIC_MODES:
+            if mode not in result['periodic_ms'][name]:
+                continue
             wall = result['periodic_ms'][name][mode]
             calls = result['periodic_calls'][name][mode]
             wrong = result['periodic_wrong_runs'][name][mode]
-            lines.append('    %-10s %-8s %10s %10s %10s %9s %10s%s' % (
+            lines.append('    %-12s %-8s %10s %10s %10s %9s %10s%s' % (
                 mode, modes.get(mode, {}).get('nova_version') or '?',
                 _fmt(wall['median'], '%.1f ms'), _fmt(wall['p95'], '%.1f ms'),
                 _fmt(result['periodic_cpu_ms'][name][mode]['median'],
@@ -489,6 +512,14 @@ def _periodic_lines(result):
                              '%.3f'),
                         _fmt(result['periodic_cpu_ratio_vs_upstream'][name],
                              '%.3f')))
+        beyond = result.get('periodic_ratio_upstream_ext_vs_upstream',
+                            {}).get(name)
+        if beyond is not None:
+            lines.append(
+                '    median ratio upstream-ext/upstream: %s (CPU time: %s)'
+                % (_fmt(beyond, '%.3f'), _fmt(
+                    result['periodic_cpu_ratio_upstream_ext_vs_upstream'][
+                        name], '%.3f')))
     lines.append('  instances are records in the database; calls = database '
                  'API and placement calls per run (median); load average %s '
                  'after the runs' % settings.get('load', '?'))

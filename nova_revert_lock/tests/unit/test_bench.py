@@ -200,6 +200,30 @@ class PeriodicSummaryTest(unittest.TestCase):
         self.assertEqual('6 vs 5', targets[1]['value'])
         self.assertEqual([], driver.validity_problems(result))
 
+    def test_extension_on_upstream_release(self):
+        run = _run()
+        run['periodic'] = _periodic_data()
+        for per_mode in run['periodic']['samples'].values():
+            per_mode[cycle_driver.UPSTREAM_EXT] = [
+                _periodic_run(v) for v in (99, 101, 400)]
+        run['ready'][cycle_driver.UPSTREAM_EXT] = {
+            'nova_version': '21.1.2', 'nova_state': 'already-fixed'}
+        result = report.summarize(run)
+        self.assertEqual(1.01, result[
+            'periodic_ratio_upstream_ext_vs_upstream']['many-nodes'])
+        targets = [t for t in result['targets']
+                   if 'upstream\'s release' in t['name']]
+        self.assertEqual(3, len(targets))
+        self.assertTrue(all(t['met'] for t in targets))
+        table = '\n'.join(report.table(result, (report.PERIODIC,)))
+        self.assertIn('upstream-ext 21.1.2', table)
+        self.assertIn('median ratio upstream-ext/upstream: 1.010', table)
+        run['periodic']['samples']['one-node'][cycle_driver.UPSTREAM_EXT][
+            0]['wrong_nodes'] = 1
+        problems = driver.validity_problems(report.summarize(run))
+        self.assertEqual(1, len(problems))
+        self.assertIn('upstream-ext', problems[0])
+
     def test_wrong_books_invalidate(self):
         run = _run()
         run['periodic'] = _periodic_data()
