@@ -1144,6 +1144,40 @@ def cmd_damage(args):
     return _own_cloud(args, run)
 
 
+def cmd_degraded(args):
+    """A look-up that fails in a real compute: shown, then healed."""
+    return _own_cloud(args, lambda c: _degraded(c, args))
+
+
+def _degraded(c, args):
+    # NOTE: the hook's look-up point, in the computes started from here on
+    # (and by the runner's restart-compute, which inherits it).
+    os.environ['NRL_CLOUD_FAULT_HOOK'] = '1'
+    c.state = procs.State(args.state_dir)
+    _restart_all(c, 'wrapper')
+    c.state = procs.State(args.state_dir)
+    out = os.path.join(args.state_dir, 'degraded-run.json')
+    rc = _venv_script(c, 'degraded.py', '--state-dir', args.state_dir,
+                      '--out', out)
+    record = {}
+    if os.path.exists(out):
+        with open(out) as f:
+            record = json.load(f)
+    problems = [] if rc == 0 and record.get('ok') else [
+        record.get('problem') or 'degraded.py exit %d' % rc]
+    problems += logcheck.ours_in(c.logs)
+    _report(args, 'degraded', {'run': record, 'problems': problems})
+    if record.get('ok'):
+        print('degraded: %s degraded %.0f s after the arm (%d failed reads, '
+              '"%s"), damage named it; cleared %.0f s after the arm' % (
+                  record['host'], record['degraded_s'],
+                  record['failed_reads'], record['summary'],
+                  record['cleared_s']))
+    for p in problems:
+        print('PROBLEM: %s' % p)
+    return 1 if problems else 0
+
+
 def cmd_faults(args):
     """Each fault in each mode."""
     return _own_cloud(args, lambda c: _faults(c, args))
@@ -1282,6 +1316,13 @@ def add_parsers(sub):
     fa.add_argument('--up', action='store_true',
                     help='bring up a cloud for the run, down after it')
     fa.set_defaults(func=cmd_faults)
+    dg = sub.add_parser('degraded', help='a compute with the extension '
+                        'whose look-up reads fail (as with its conductor\'s '
+                        'database down): status --all and damage show the '
+                        'degraded fix, which clears once reads work')
+    dg.add_argument('--up', action='store_true',
+                    help='bring up a cloud for the run, down after it')
+    dg.set_defaults(func=cmd_degraded)
     dm = sub.add_parser('damage', help='the races on plain computes until '
                         'they hit, nova-revert-lock damage, its repair '
                         'steps run as printed, the report clean; then the '

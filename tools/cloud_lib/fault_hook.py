@@ -46,7 +46,16 @@ the fault runner (``faults.py``) writes an *arm file*,
 ``rpc-call``
     as this process is about to send that RPC to another compute (one of
     ``RPC_POINTS``): the live migration rollback's source, before it asks
-    the destination to drop its claim.
+    the destination to drop its claim;
+``look-up``
+    as this process sends the conductor its read of its ``reverted``
+    migrations (``MigrationList.get_by_filters``: the look-up of the
+    extension's ``source_window``; upstream's periodic task makes no such
+    read). Only the action ``fail`` applies: the read raises what the
+    conductor answers when its database is down (a ``RemoteError`` of
+    ``DBConnectionError``), every time, for as long as the arm file is
+    there (``{"point": "look-up", "action": "fail"}``); ``fault.fired``
+    counts the failed reads.
 
 At the point the hook removes the arm file (the restarted process must
 not die again) and writes ``fault.fired`` (the point and the time).
@@ -114,6 +123,19 @@ class Hook(object):
         except OSError:
             pass
 
+    def failed(self, spec, what):
+        """Record one more read failed at ``spec``'s point; stay armed."""
+        count = 0
+        try:
+            with open(self.fired) as f:
+                count = json.load(f).get('count', 0)
+        except (IOError, OSError, ValueError):
+            pass
+        with open(self.fired, 'w') as f:
+            json.dump({'point': spec.get('point'), 'what': what,
+                       't': time.time(), 'pid': os.getpid(),
+                       'count': count + 1}, f)
+
     def matches(self, point, migration):
         spec = self.armed(point)
         if spec is not None and migration.obj_attr_is_set('status') and (
@@ -163,6 +185,8 @@ def install(directory):
 
     dispatcher.RPCDispatcher._do_dispatch = _do_dispatch
 
+    _install_look_up(hook)
+
     from nova.compute import rpcapi
     for name in RPC_POINTS:
         method = getattr(rpcapi.ComputeAPI, name, None)
@@ -179,3 +203,38 @@ def _rpc_point(hook, name, method):
         return method(self, *args, **kwargs)
     call.__name__ = name
     return call
+
+
+#: what a compute receives when the conductor's database is down
+DB_DOWN = ('DBConnectionError',
+           "(pymysql.err.OperationalError) (2003, \"Can't connect to MySQL "
+           "server on '127.0.0.1' ([Errno 111] Connection refused)\")")
+
+
+def _install_look_up(hook):
+    # NOTE: at the conductor's RPC client, where the read leaves this
+    # process: the extension's guard fingerprints MigrationList itself
+    # and refuses to run the look-up on code it does not know (as it
+    # must), so the hook stays outside Nova's objects.
+    import oslo_messaging as messaging
+
+    from nova.conductor import rpcapi
+
+    send = rpcapi.ConductorAPI.object_class_action_versions
+
+    def object_class_action_versions(self, context, objname, objmethod,
+                                     object_versions, args, kwargs):
+        spec = hook.armed('look-up')
+        filters = args[0] if args else kwargs.get('filters') or {}
+        if (spec is not None and spec.get('action') == 'fail' and
+                objname == 'MigrationList' and
+                objmethod == 'get_by_filters' and
+                isinstance(filters, dict) and
+                filters.get('status') == 'reverted'):
+            hook.failed(spec, 'reverted migrations read failed')
+            raise messaging.RemoteError(DB_DOWN[0], DB_DOWN[1], '')
+        return send(self, context, objname, objmethod, object_versions,
+                    args, kwargs)
+
+    rpcapi.ConductorAPI.object_class_action_versions = (
+        object_class_action_versions)
