@@ -24,6 +24,7 @@ from unittest import mock
 from tools.bench import cycle_driver
 from tools.bench import driver
 from tools.bench import periodic
+from tools.bench import periodic_pair
 from tools.bench import report
 
 
@@ -383,3 +384,33 @@ class DocsTest(unittest.TestCase):
         self.assertIn('\nSTALE\n', text)
         self.assertNotIn('\nRACE\n', text)
         self.assertIn('.. image:: images/x.png', text)
+
+
+class PeriodicPairTest(unittest.TestCase):
+
+    def _data(self, ext_ms):
+        specs = periodic.scenarios(200, 50, 4, 5)
+        samples = dict((spec['name'], {
+            'plain': [_periodic_run(v) for v in (100, 100, 104)],
+            'extension': [_periodic_run(v) for v in ext_ms]})
+            for spec in specs)
+        return {'runs': 3, 'scenarios': specs, 'samples': samples,
+                'load': '1.0, 1.0, 1.0'}
+
+    def test_ratio_and_targets_per_scenario(self):
+        ready = {'plain': {'nova_version': '31.3.1', 'python': '3.11.7'},
+                 'extension': {'activation': 'already-fixed'}}
+        result = periodic_pair.summarize(self._data((101, 102, 500)), ready)
+        self.assertEqual('31.3.1', result['nova'])
+        self.assertEqual([1.02, 1.02, 1.02],
+                         [row['ratio'] for row in result['scenarios']])
+        self.assertEqual([True, True, True],
+                         [row['met'] for row in result['scenarios']])
+        self.assertEqual([1.02, 1.02, 1.05],
+                         [row['target'] for row in result['scenarios']])
+        result = periodic_pair.summarize(self._data((103, 104, 105)), ready)
+        self.assertEqual([False, False, True],
+                         [row['met'] for row in result['scenarios']])
+        text = '\n'.join(periodic_pair.table(result))
+        self.assertIn('Periodic task on Nova 31.3.1', text)
+        self.assertIn('median ratio extension/plain: 1.040', text)
