@@ -51,10 +51,11 @@ _INSTANCE_ATTRS = ['system_metadata', 'numa_topology', 'flavor',
 
 #: What a read through the conductor (or, in-process, the database) raises
 #: when it cannot be made: messaging time-outs and delivery failures, a
-#: conductor's remote error, a database error, Nova's own (a migration
-#: deleted since it was listed).
+#: conductor's remote error (a database error there arrives as one), a
+#: database error, a migration deleted since its instance was listed.
+#: Anything else (Nova's other exceptions included) is a defect, raised.
 READ_ERRORS = (messaging.MessagingException, db_exception.DBError,
-               nova_exception.NovaException)
+               nova_exception.MigrationNotFound)
 
 #: the fix's name in the degraded records, and what it reads
 FIX = 'source_window'
