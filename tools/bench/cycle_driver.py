@@ -39,6 +39,12 @@ MODES = ('plain', 'extension', 'upstream')
 #: apply): its cost against that release plain.
 UPSTREAM_EXT = 'upstream-ext'
 PERIODIC_MODES = MODES + (UPSTREAM_EXT,)
+#: Runs of an extension mode's process with Nova's own tracker class in
+#: place of the composed one: the extension's code against Nova's in one
+#: process (the same heap, data and interpreter).
+SAME_PROCESS = collections.OrderedDict([
+    ('extension', 'extension@nova-rt'),
+    (UPSTREAM_EXT, 'upstream-ext@nova-rt')])
 KINDS = ('confirm', 'revert')
 
 #: Lock sections timed for the lock-hold distribution, per mode: plain
@@ -127,8 +133,13 @@ class Bench(object):
         """
         import inspect
 
-        from nova.db import api as db_api
         from nova.scheduler.client import report
+        try:
+            # the main database's API from 2023.1 (nova.db.api is the
+            # API database's package there)
+            from nova.db.main import api as db_api
+        except ImportError:
+            from nova.db import api as db_api
 
         sleep = self.eventlet.sleep
         calls = self.calls
@@ -152,7 +163,8 @@ class Bench(object):
                     func.__module__ == db_api.__name__):
                 params = list(inspect.signature(func).parameters)
                 if params and params[0] == 'context':
-                    self.hooks.wrap(self.case, 'nova.db.api.' + name,
+                    self.hooks.wrap(self.case,
+                                    '%s.%s' % (db_api.__name__, name),
                                     yielding('db', func))
         for name in ('get', 'post', 'put', 'delete'):
             if hasattr(report.SchedulerReportClient, name):
@@ -378,8 +390,8 @@ class Bench(object):
         self.periodic = periodic.PeriodicBench(self.case, self.calls)
         return self.periodic.setup(specs)
 
-    def periodic_run(self, name):
-        return self.periodic.run(name)
+    def periodic_run(self, name, nova_tracker=False):
+        return self.periodic.run(name, nova_tracker)
 
     # -- samples --------------------------------------------------------------
 

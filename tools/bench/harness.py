@@ -101,7 +101,8 @@ class Channel(object):
             elif cmd == 'periodic_setup':
                 self.send(**bench.periodic_setup(message['scenarios']))
             elif cmd == 'periodic':
-                self.send(**bench.periodic_run(message['scenario']))
+                self.send(**bench.periodic_run(
+                    message['scenario'], message.get('nova_tracker', False)))
             else:
                 self.send(bye=True)
                 return

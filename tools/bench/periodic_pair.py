@@ -24,11 +24,14 @@ mode processes of :mod:`.harness` in this environment, ``plain`` and
 ``extension``, gives each the scenario hosts of :mod:`.periodic` and times
 ``update_available_resource`` on them one mode at a time, the order of the
 modes alternating from run to run, exactly as the main benchmark's
-periodic part does (:func:`.driver._run_periodic`). It prints per scenario
-the median, p95 and CPU median of each mode, their database and placement
-calls, and the median ratio extension/plain, with the same targets (1.02
-with no move in flight, 1.05 with reverts in flight); a run whose books
-are wrong after it invalidates the measurement (exit 1).
+periodic part does (:func:`.driver._run_periodic`), the extension's
+process taking a third turn with Nova's own tracker class in place of the
+composed one (``extension@nova-rt``). It prints per scenario the median,
+p95 and CPU median of each, their database and placement calls, the
+median ratio extension/plain across the two processes and the ratio
+extension/extension@nova-rt in one process, judged against the same
+targets (1.02 with no move in flight, 1.05 with reverts in flight); a run
+whose books are wrong after it invalidates the measurement (exit 1).
 """
 
 import argparse
@@ -43,6 +46,9 @@ from tools.bench import periodic
 from tools.bench import report
 
 MODES = ('plain', 'extension')
+#: the extension's process, with Nova's own tracker class (same process)
+NOVA_RT = 'extension@nova-rt'
+ROWS = MODES + (NOVA_RT,)
 
 
 def summarize(data, ready):
@@ -57,7 +63,7 @@ def summarize(data, ready):
     for spec in data['scenarios']:
         row = collections.OrderedDict(label=spec['label'],
                                       reverts=spec['reverts'])
-        for mode in MODES:
+        for mode in ROWS:
             runs = data['samples'][spec['name']][mode]
             row[mode] = {
                 'ms': report._dist([r['ms'] for r in runs], (50, 95)),
@@ -72,10 +78,17 @@ def summarize(data, ready):
         row['cpu_ratio'] = report._ratio(
             row['extension']['cpu_ms']['median'],
             row['plain']['cpu_ms']['median'])
+        row['same_process_ratio'] = report._ratio(
+            row['extension']['ms']['median'], row[NOVA_RT]['ms']['median'])
+        row['same_process_cpu_ratio'] = report._ratio(
+            row['extension']['cpu_ms']['median'],
+            row[NOVA_RT]['cpu_ms']['median'])
         row['target'] = (report.TARGET_RATIO if spec['reverts'] else
                          report.TARGET_IDLE_PERIODIC_RATIO)
-        row['met'] = row['ratio'] is not None and row['ratio'] <= row[
-            'target']
+        # NOTE: judged in one process: two processes of the same mode
+        # differ by a few percent (doc/source/benchmarks.rst).
+        row['met'] = (row['same_process_ratio'] is not None and
+                      row['same_process_ratio'] <= row['target'])
         rows.append(row)
     out['scenarios'] = rows
     return out
@@ -88,11 +101,11 @@ def table(result):
                  result['activation'])]
     for row in result['scenarios']:
         lines.append('  %s' % row['label'])
-        lines.append('    %-10s %10s %10s %10s %9s %10s' % (
+        lines.append('    %-18s %10s %10s %10s %9s %10s' % (
             'mode', 'p50', 'p95', 'CPU p50', 'DB calls', 'placement'))
-        for mode in MODES:
+        for mode in ROWS:
             m = row[mode]
-            lines.append('    %-10s %10s %10s %10s %9s %10s%s' % (
+            lines.append('    %-18s %10s %10s %10s %9s %10s%s' % (
                 mode, report._fmt(m['ms']['median'], '%.1f ms'),
                 report._fmt(m['ms']['p95'], '%.1f ms'),
                 report._fmt(m['cpu_ms']['median'], '%.1f ms'),
@@ -100,10 +113,15 @@ def table(result):
                 report._fmt(m['placement_calls'], '%g'),
                 ('  %d runs with wrong books' % m['wrong_runs'])
                 if m['wrong_runs'] else ''))
-        lines.append('    median ratio extension/plain: %s (CPU time: %s); '
-                     'target <= %.2f: %s' % (
+        lines.append('    median ratio extension/plain (two processes): %s '
+                     '(CPU time: %s)' % (
                          report._fmt(row['ratio'], '%.3f'),
-                         report._fmt(row['cpu_ratio'], '%.3f'),
+                         report._fmt(row['cpu_ratio'], '%.3f')))
+        lines.append('    median ratio extension/%s (one process): %s (CPU '
+                     'time: %s); target <= %.2f: %s' % (
+                         NOVA_RT, report._fmt(row['same_process_ratio'],
+                                              '%.3f'),
+                         report._fmt(row['same_process_cpu_ratio'], '%.3f'),
                          row['target'], 'met' if row['met'] else 'MISSED'))
     lines.append('  load average %s after the runs' % result['load'])
     return lines
@@ -158,7 +176,7 @@ def main(argv=None):
     else:
         print('\n'.join(table(result)))
     wrong = sum(row[m]['wrong_runs'] for row in result['scenarios']
-                for m in MODES)
+                for m in ROWS)
     return 1 if wrong else 0
 
 

@@ -26,6 +26,7 @@ from tools.bench import family
 MODES = cycle_driver.MODES
 PERIODIC_MODES = cycle_driver.PERIODIC_MODES
 UPSTREAM_EXT = cycle_driver.UPSTREAM_EXT
+SAME_PROCESS = cycle_driver.SAME_PROCESS
 KINDS = cycle_driver.KINDS
 
 #: Targets the benchmark reports against; never asserted by tests.
@@ -275,7 +276,7 @@ def _periodic(result, data):
     """
     scenarios, wall, cpu, calls, ratio, cpu_ratio, wrong = (
         [], {}, {}, {}, {}, {}, {})
-    beyond, beyond_cpu = {}, {}
+    beyond, beyond_cpu, same, same_cpu = {}, {}, {}, {}
     for spec in (data or {}).get('scenarios', []):
         name = spec['name']
         scenarios.append(collections.OrderedDict([
@@ -285,7 +286,7 @@ def _periodic(result, data):
             ('reverts', spec['reverts'])]))
         per_mode = data['samples'].get(name, {})
         wall[name], cpu[name], calls[name], wrong[name] = {}, {}, {}, {}
-        for mode in PERIODIC_MODES:
+        for mode in PERIODIC_MODES + tuple(SAME_PROCESS.values()):
             runs = per_mode.get(mode)
             if runs is None:
                 continue
@@ -306,6 +307,13 @@ def _periodic(result, data):
                              wall[name]['upstream']['median'])
         cpu_ratio[name] = _ratio(cpu[name]['extension']['median'],
                                  cpu[name]['upstream']['median'])
+        same[name], same_cpu[name] = {}, {}
+        for mode, nova_rt in SAME_PROCESS.items():
+            if mode in wall[name] and nova_rt in wall[name]:
+                same[name][mode] = _ratio(wall[name][mode]['median'],
+                                          wall[name][nova_rt]['median'])
+                same_cpu[name][mode] = _ratio(cpu[name][mode]['median'],
+                                              cpu[name][nova_rt]['median'])
         if UPSTREAM_EXT in wall[name]:
             beyond[name] = _ratio(wall[name][UPSTREAM_EXT]['median'],
                                   wall[name]['upstream']['median'])
@@ -319,6 +327,9 @@ def _periodic(result, data):
     # the extension on upstream's release against that release plain
     result['periodic_ratio_upstream_ext_vs_upstream'] = beyond
     result['periodic_cpu_ratio_upstream_ext_vs_upstream'] = beyond_cpu
+    # an extension mode against its own process with Nova's tracker class
+    result['periodic_ratio_same_process'] = same
+    result['periodic_cpu_ratio_same_process'] = same_cpu
     result['periodic_calls'] = calls
     result['periodic_wrong_runs'] = wrong
     result['periodic_settings'] = {
@@ -376,6 +387,14 @@ def _targets(result):
             'CPU time ratio %s' % _fmt(
                 result['periodic_cpu_ratio_vs_upstream'][name],
                 '%.3f'), part=PERIODIC)
+        for mode, value in sorted(result.get(
+                'periodic_ratio_same_process', {}).get(name, {}).items()):
+            add('median periodic task, %s / Nova\'s own tracker in the same '
+                'process (%s)' % (mode, spec['label']), '<= %.2f' % target,
+                value, value is not None and value <= target,
+                'CPU time ratio %s' % _fmt(
+                    result['periodic_cpu_ratio_same_process'][name][mode],
+                    '%.3f'), part=PERIODIC)
         beyond = result.get('periodic_ratio_upstream_ext_vs_upstream',
                             {}).get(name)
         if beyond is not None:
@@ -488,20 +507,21 @@ def _periodic_lines(result):
     lines = ['Periodic task: update_available_resource of one compute host, '
              '%s runs per scenario and mode, one mode at a time, the modes '
              'interleaved' % settings.get('runs', '?'), '']
-    head = '    %-12s %-8s %10s %10s %10s %9s %10s' % (
+    head = '    %-20s %-8s %10s %10s %10s %9s %10s' % (
         'mode', 'nova', 'p50', 'p95', 'CPU p50', 'DB calls', 'placement')
     for spec in result['periodic_scenarios']:
         name = spec['name']
         lines.append('  %s' % spec['label'])
         lines.append(head)
-        for mode in PERIODIC_MODES:
+        for mode in PERIODIC_MODES + tuple(SAME_PROCESS.values()):
             if mode not in result['periodic_ms'][name]:
                 continue
             wall = result['periodic_ms'][name][mode]
             calls = result['periodic_calls'][name][mode]
             wrong = result['periodic_wrong_runs'][name][mode]
-            lines.append('    %-12s %-8s %10s %10s %10s %9s %10s%s' % (
-                mode, modes.get(mode, {}).get('nova_version') or '?',
+            lines.append('    %-20s %-8s %10s %10s %10s %9s %10s%s' % (
+                mode, modes.get(mode.split('@')[0], {}).get(
+                    'nova_version') or '?',
                 _fmt(wall['median'], '%.1f ms'), _fmt(wall['p95'], '%.1f ms'),
                 _fmt(result['periodic_cpu_ms'][name][mode]['median'],
                      '%.1f ms'),
@@ -512,6 +532,13 @@ def _periodic_lines(result):
                              '%.3f'),
                         _fmt(result['periodic_cpu_ratio_vs_upstream'][name],
                              '%.3f')))
+        for mode, value in sorted(result.get(
+                'periodic_ratio_same_process', {}).get(name, {}).items()):
+            lines.append(
+                '    median ratio %s/%s (one process): %s (CPU time: %s)' % (
+                    mode, SAME_PROCESS[mode], _fmt(value, '%.3f'), _fmt(
+                        result['periodic_cpu_ratio_same_process'][name][
+                            mode], '%.3f')))
         beyond = result.get('periodic_ratio_upstream_ext_vs_upstream',
                             {}).get(name)
         if beyond is not None:

@@ -217,13 +217,31 @@ class PeriodicSummaryTest(unittest.TestCase):
         self.assertEqual(3, len(targets))
         self.assertTrue(all(t['met'] for t in targets))
         table = '\n'.join(report.table(result, (report.PERIODIC,)))
-        self.assertIn('upstream-ext 21.1.2', table)
+        self.assertRegex(table, r'upstream-ext +21\.1\.2')
         self.assertIn('median ratio upstream-ext/upstream: 1.010', table)
         run['periodic']['samples']['one-node'][cycle_driver.UPSTREAM_EXT][
             0]['wrong_nodes'] = 1
         problems = driver.validity_problems(report.summarize(run))
         self.assertEqual(1, len(problems))
         self.assertIn('upstream-ext', problems[0])
+
+    def test_same_process_ratio(self):
+        run = _run()
+        run['periodic'] = _periodic_data()
+        for per_mode in run['periodic']['samples'].values():
+            per_mode['extension@nova-rt'] = [
+                _periodic_run(v) for v in (110, 111, 112)]
+        result = report.summarize(run)
+        self.assertEqual({'extension': 1.009}, result[
+            'periodic_ratio_same_process']['many-nodes'])
+        targets = [t for t in result['targets']
+                   if 'same process' in t['name']]
+        self.assertEqual(3, len(targets))
+        self.assertTrue(all(t['met'] for t in targets))
+        table = '\n'.join(report.table(result, (report.PERIODIC,)))
+        self.assertIn('median ratio extension/extension@nova-rt (one '
+                      'process): 1.009', table)
+        self.assertRegex(table, r'extension@nova-rt +21\.1\.0')
 
     def test_wrong_books_invalidate(self):
         run = _run()
@@ -392,7 +410,9 @@ class PeriodicPairTest(unittest.TestCase):
         specs = periodic.scenarios(200, 50, 4, 5)
         samples = dict((spec['name'], {
             'plain': [_periodic_run(v) for v in (100, 100, 104)],
-            'extension': [_periodic_run(v) for v in ext_ms]})
+            'extension': [_periodic_run(v) for v in ext_ms],
+            'extension@nova-rt': [_periodic_run(v)
+                                  for v in (100, 100, 104)]})
             for spec in specs)
         return {'runs': 3, 'scenarios': specs, 'samples': samples,
                 'load': '1.0, 1.0, 1.0'}
@@ -413,4 +433,7 @@ class PeriodicPairTest(unittest.TestCase):
                          [row['met'] for row in result['scenarios']])
         text = '\n'.join(periodic_pair.table(result))
         self.assertIn('Periodic task on Nova 31.3.1', text)
-        self.assertIn('median ratio extension/plain: 1.040', text)
+        self.assertIn('median ratio extension/plain (two processes): 1.040',
+                      text)
+        self.assertIn('median ratio extension/extension@nova-rt (one '
+                      'process): 1.040', text)
