@@ -87,6 +87,17 @@ class PeriodicObserver(object):
         sections.periodic_ran(nodename)
         return result
 
+    def remove_node(self, nodename):
+        # (nodename) from Rocky on: the manager drops a node this host no
+        # longer reports (an Ironic rebalance); so do the records of it.
+        try:
+            return super(PeriodicObserver, self).remove_node(nodename)
+        finally:
+            for period in sections.node_removed(nodename):
+                LOG.info('Node %(node)s left this host: its %(fix)s fix is '
+                         'no longer degraded here (%(count)d failed '
+                         'read(s) since %(since)s)', period)
+
 
 def _tracker_subclass(tracker_cls, tracker_mixins, namespace):
     return type('RevertLock%s' % tracker_cls.__name__,

@@ -153,6 +153,22 @@ def recovered(fix, nodename, what):
     return period
 
 
+def node_removed(nodename):
+    """``nodename`` left this host: forget its records.
+
+    Its degraded periods end without a good read (they are not counted
+    as ended) and its periodic task's record goes: a node an Ironic
+    rebalance moved to another compute is that compute's to report now.
+
+    :returns: the degraded periods dropped (a list of dicts)
+    """
+    with _LOCK:
+        dropped = [COUNTERS.degraded.pop(key) for key in
+                   [k for k in COUNTERS.degraded if k[1] == nodename]]
+        COUNTERS.periodic.pop(nodename, None)
+    return dropped
+
+
 def percentile(values, p):
     """The nearest-rank ``p``-th percentile of ``values`` (or None)."""
     values = sorted(values)

@@ -260,6 +260,34 @@ class TestStatusEndpoint(testtools.TestCase):
         self.assertEqual('RuntimeError: books frozen',
                          periodic['frozen']['error'])
 
+    def test_a_node_removed_takes_its_records_along(self):
+        removed = []
+
+        class Tracker(object):
+            def update_available_resource(self, context, nodename,
+                                          startup=False):
+                pass
+
+            def remove_node(self, nodename):
+                removed.append(nodename)
+
+        tracker = type('Composed', (composition.PeriodicObserver, Tracker),
+                       {})()
+        for node in ('node1', 'node2'):
+            tracker.update_available_resource(None, node)
+            sections.degraded('source_window', node, 'look up',
+                              RuntimeError('gone'))
+        sections.degraded('source_window', 'node1', 'read',
+                          RuntimeError('gone'))
+        tracker.remove_node('node1')
+        self.assertEqual(['node1'], removed)
+        snapshot = sections.snapshot()
+        self.assertEqual(['node2'], [p['node']
+                                     for p in snapshot['degraded']])
+        self.assertEqual(['node2'], list(snapshot['periodic_by_node']))
+        # Not a good read: no period counted as ended.
+        self.assertEqual({}, dict(snapshot['degraded_ended']))
+
     def test_percentile_is_nearest_rank(self):
         self.assertIsNone(sections.percentile([], 50))
         self.assertEqual(3, sections.percentile([5, 1, 3, 2, 4], 50))
