@@ -124,6 +124,9 @@ def table(result):
                          report._fmt(row['same_process_cpu_ratio'], '%.3f'),
                          row['target'], 'met' if row['met'] else 'MISSED'))
     lines.append('  load average %s after the runs' % result['load'])
+    busy = report.busy_note(result['load'], os.cpu_count())
+    if busy:
+        lines.append('  ' + busy)
     return lines
 
 

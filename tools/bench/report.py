@@ -550,7 +550,29 @@ def _periodic_lines(result):
     lines.append('  instances are records in the database; calls = database '
                  'API and placement calls per run (median); load average %s '
                  'after the runs' % settings.get('load', '?'))
+    busy = busy_note(settings.get('load'),
+                     result['environment'].get('cpus'))
+    if busy:
+        lines.append('  ' + busy)
     return lines
+
+
+def busy_note(load, cpus):
+    """A warning when the machine was busier than its CPUs, else None.
+
+    The runs' wall-clock time then includes waits for a CPU, which differ
+    from run to run by far more than what is measured; the CPU time
+    ratios still hold.
+    """
+    try:
+        first = float(str(load).split(',')[0])
+    except ValueError:
+        return None
+    if not cpus or first <= cpus:
+        return None
+    return ('NOTE: load average %.1f on %d CPUs: the wall-clock ratios '
+            'include waits for a CPU; read the CPU time ratios' % (
+                first, cpus))
 
 
 def _family_lines(result):

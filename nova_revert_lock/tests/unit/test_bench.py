@@ -437,3 +437,13 @@ class PeriodicPairTest(unittest.TestCase):
                       text)
         self.assertIn('median ratio extension/extension@nova-rt (one '
                       'process): 1.040', text)
+
+
+class BusyNoteTest(unittest.TestCase):
+
+    def test_only_when_busier_than_the_cpus(self):
+        self.assertIsNone(report.busy_note('1.9, 3.0, 3.5', 2))
+        self.assertIn('load average 4.5 on 2 CPUs',
+                      report.busy_note('4.5, 5.0, 4.3', 2))
+        self.assertIsNone(report.busy_note('?', 2))
+        self.assertIsNone(report.busy_note(None, 2))
