@@ -181,6 +181,18 @@ FIXES = collections.OrderedDict((fix.name, fix) for fix in (
                    # the look-up's own calls (through the conductor)
                    _MIGRATIONS + 'get_by_filters',
                    _INSTANCES + 'get_by_filters'),
+        # No release closes the window; the stable series of patches/
+        # (2025.1 on) do, without a service version change: the source's
+        # periodic task looks up the migrations reverted away from it and
+        # the destination remembers, in the critical section of the drop,
+        # the claims its reverts gave back.
+        fixed_when=(
+            Does(_RT + '_update_available_resource', 'calls',
+                 '_add_reverted_migrations'),
+            Does(_RT + 'drop_move_claim_at_dest', 'refers',
+                 'reverted_move_claims'),
+            Does(_RT + '_update_usage_from_instances', 'refers',
+                 'reverted_move_claims')),
         verified={
             'train': ('20.0.0-20.6.1', '20.6.1+patches', 'train-eol'),
             'ussuri': ('21.0.0-21.1.2', '21.1.0+patches', '21.2.4+patches'),
@@ -276,6 +288,19 @@ FIXES = collections.OrderedDict((fix.name, fix) for fix in (
         relies_on=(_CM + '_rollback_live_migration',
                    _CM + '_get_nodename',
                    _RT + 'drop_move_claim'),
+        # No release carries it; the stable series of patches/ (2025.1 on)
+        # do: the destination drops the claim in a locked tracker method
+        # that remembers it, and its periodic task leaves such a
+        # migration uncounted.
+        fixed_when=(
+            Does(_CM + 'drop_move_claim_at_destination', 'calls',
+                 'drop_live_migration_claim_at_dest'),
+            Does(_RT + 'drop_live_migration_claim_at_dest', 'decorated',
+                 'synchronized'),
+            Does(_RT + 'drop_live_migration_claim_at_dest', 'refers',
+                 'dropped_live_migration_claims'),
+            Does(_RT + '_update_usage_from_migrations', 'refers',
+                 'dropped_live_migration_claims')),
         # Tested on each; identical code counts too (see support matrix).
         verified={
             'train': ('20.6.1',),

@@ -62,9 +62,32 @@ LANDED = 'after-host-save'
 
 
 def window_fixed_upstream():
-    """True if the installed Nova closes the window itself (none does)."""
+    """True if the installed Nova closes the window itself.
+
+    No release does; a build with a stable series of patches/ (2025.1 on)
+    does. The mixin then stands aside: the tests of what the hosts count
+    run on Nova's own code, those of the mixin's own look-up and of a
+    fleet mixing it with plain Nova skip, and so do the canaries.
+    """
     check = source_window.SPEC.check()
     return check.outcome == decision.FIXED_UPSTREAM
+
+
+class _OnFixedNovaMixin(object):
+    """Skip, on a Nova that closes the window, what tests the mixin itself.
+
+    Put it first in the bases; ``on_fixed_nova`` names the tests that run
+    there (what the hosts count), the others skip.
+    """
+
+    on_fixed_nova = ()
+
+    def setUp(self):
+        if (window_fixed_upstream() and
+                self._testMethodName not in self.on_fixed_nova):
+            self.skipTest('the installed Nova closes the window: the mixin '
+                          'this tests stands aside')
+        super(_OnFixedNovaMixin, self).setUp()
 
 
 class WindowProbeMixin(object):
@@ -207,8 +230,11 @@ class _WindowTestBase(base.ExtensionFixtureMixin, base.RaceMixin,
     pass
 
 
-class SourceWindowTest(_WindowTestBase):
+class SourceWindowTest(_OnFixedNovaMixin, _WindowTestBase):
     """With the extension on both hosts the source never loses count."""
+
+    on_fixed_nova = ('test_source_counts_the_instance_through_the_window',
+                     'test_revert_cycles_never_count_twice')
 
     def setUp(self):
         super(SourceWindowTest, self).setUp()
@@ -216,7 +242,10 @@ class SourceWindowTest(_WindowTestBase):
         self.assertIn(str(report.state),
                       (nrl_report.PATCHED, nrl_report.ALREADY_FIXED),
                       report.problems)
-        self.assertIn('source_window', report.mixins)
+        if window_fixed_upstream():
+            self.assertNotIn('source_window', report.mixins)
+        else:
+            self.assertIn('source_window', report.mixins)
 
     def test_source_counts_the_instance_through_the_window(self):
         self._probed_revert()
@@ -537,7 +566,8 @@ class UpstreamBranchesMixin(object):
         return migration.uuid, migration.status
 
 
-class SourceWindowUpstreamBranchTest(UpstreamBranchesMixin, _WindowTestBase):
+class SourceWindowUpstreamBranchTest(_OnFixedNovaMixin, UpstreamBranchesMixin,
+                                     _WindowTestBase):
     """The revert's migration keeps its status whatever upstream does."""
 
     def _assert_never_saved_otherwise(self):
@@ -560,7 +590,8 @@ class SourceWindowUpstreamBranchTest(UpstreamBranchesMixin, _WindowTestBase):
         self._assert_never_saved_otherwise()
 
 
-class SourceWindowUpstreamBranchCanary(UpstreamBranchesMixin,
+class SourceWindowUpstreamBranchCanary(_OnFixedNovaMixin,
+                                       UpstreamBranchesMixin,
                                        _WindowTestBase):
     """Without the fix's read-only copy, upstream saves it as ``error``.
 
@@ -587,7 +618,7 @@ class SourceWindowUpstreamBranchCanary(UpstreamBranchesMixin,
         self.assertIn((uuid, 'error'), self.saved_in_probe)
 
 
-class SourceWindowSourceOnlyTest(_WindowTestBase):
+class SourceWindowSourceOnlyTest(_OnFixedNovaMixin, _WindowTestBase):
     """Only the source runs the extension: it keeps its own books right."""
 
     plain_hosts = ('host2',)
@@ -602,7 +633,7 @@ class SourceWindowSourceOnlyTest(_WindowTestBase):
         self._assert_healed()
 
 
-class SourceWindowDestOnlyTest(_WindowTestBase):
+class SourceWindowDestOnlyTest(_OnFixedNovaMixin, _WindowTestBase):
     """Only the destination runs it: the source behaves as upstream."""
 
     plain_hosts = ('host1',)
@@ -637,7 +668,7 @@ class SourceWindowCanary(_WindowTestBase):
         self._assert_healed()
 
 
-class DestWindowTest(_WindowTestBase):
+class DestWindowTest(_OnFixedNovaMixin, _WindowTestBase):
     """The destination counts nothing once its revert gave the claim back.
 
     Its periodic task runs at each point of the window, after the
@@ -646,6 +677,7 @@ class DestWindowTest(_WindowTestBase):
     """
 
     probe_dest = True
+    on_fixed_nova = ('test_destination_counts_nothing_through_the_window',)
 
     def _run_probe_periodic(self, host):
         if host != self.dest or self.dest_calls:
@@ -677,10 +709,11 @@ class DestWindowTest(_WindowTestBase):
                          self.probes)
         self.assertEqual([(label, 0) for label in WINDOW] + [(LANDED, 0)],
                          self.dest_probes)
-        self.assertIn('Migration.get_by_id', self.dest_calls)
-        # One read of the migration per destination run in the window;
-        # the source reads it too once the instance is back, reverting.
-        self.assertEqual(len(WINDOW), self.reads.count(self.dest))
+        if not window_fixed_upstream():
+            self.assertIn('Migration.get_by_id', self.dest_calls)
+            # One read of the migration per destination run in the window;
+            # the source reads it too once the instance is back, reverting.
+            self.assertEqual(len(WINDOW), self.reads.count(self.dest))
         self._assert_healed()
 
     def test_a_failed_read_counts_as_upstream(self):
@@ -696,7 +729,7 @@ class DestWindowTest(_WindowTestBase):
         self._assert_healed()
 
 
-class DestWindowSourceOnlyTest(_WindowTestBase):
+class DestWindowSourceOnlyTest(_OnFixedNovaMixin, _WindowTestBase):
     """A plain destination counts the instance twice over the two hosts."""
 
     plain_hosts = ('host2',)

@@ -12,9 +12,10 @@
 
 """The live_migration_rollback family mixin (bug 1894095).
 
-No release fixes the bug, so the mixin never stands aside: it applies
-where its code is known and verified, and is left out alone, with a
-warning, where it is not. Runs the guard against the installed Nova.
+No release fixes the bug, so the mixin stands aside only on a build
+with a stable series of patches/: it applies where its code is known and
+verified, and is left out alone, with a warning, where it is not. Runs
+the guard against the installed Nova.
 """
 
 import sys
@@ -33,6 +34,11 @@ DROP_AT_DEST = ('nova.compute.manager:'
                 'ComputeManager.drop_move_claim_at_destination')
 
 
+def _tracker_class():
+    from nova.compute import resource_tracker
+    return resource_tracker.ResourceTracker
+
+
 class DeclarationsTest(test_base.BaseTestCase):
 
     def test_family_shipped_and_reported(self):
@@ -47,11 +53,15 @@ class DeclarationsTest(test_base.BaseTestCase):
                          sorted(spec.implementations))
 
     def test_no_upstream_fix_and_no_feature_bound(self):
-        # Upstream never fixed it (reproducer 99850a0481 only), and NUMA
-        # live migration exists in every release this package knows.
-        self.assertFalse(fixes.FIXES[NAME].fixed_when)
+        # Upstream never fixed it (reproducer 99850a0481 only): only the
+        # builds of the stable series of patches/ carry the fix the guard
+        # recognises. NUMA live migration exists in every release this
+        # package knows.
+        self.assertTrue(fixes.FIXES[NAME].fixed_when)
+        self.assertTrue(fingerprint_table.FIXED[NAME])
+        for label in fingerprint_table.FIXED[NAME]:
+            self.assertTrue(label.endswith('+patches'), label)
         self.assertIsNone(fixes.FIXES[NAME].applies_from)
-        self.assertFalse(live_migration_rollback.SPEC.fixed_upstream())
 
     def test_support_matrix_outcomes(self):
         expected = {
@@ -118,7 +128,13 @@ class LiveGuardTest(test_base.BaseTestCase):
 
     def test_never_fixed_upstream_on_installed_nova(self):
         check = live_migration_rollback.SPEC.check()
-        self.assertIn(check.outcome, (decision.MATCH, decision.UNKNOWN))
+        if check.outcome == decision.FIXED_UPSTREAM:
+            # Only a build of a stable series of patches/ (tools/
+            # verify-patches) carries the fix.
+            self.assertIn('drop_live_migration_claim_at_dest',
+                          vars(_tracker_class()))
+        else:
+            self.assertIn(check.outcome, (decision.MATCH, decision.UNKNOWN))
 
     def test_unknown_code_is_left_out_with_a_warning(self):
         if not self._applies_here():
@@ -151,6 +167,8 @@ class LiveGuardTest(test_base.BaseTestCase):
     def test_unverified_nova_leaves_it_out_alone(self):
         if self._applies_here():
             self.skipTest('verified on the installed Nova')
+        if live_migration_rollback.SPEC.fixed_upstream():
+            self.skipTest('the installed Nova carries the fix')
         report = self._evaluate()
         self.assertNotIn(NAME, report.mixins)
         self.assertIn(NAME, report.not_applied)
