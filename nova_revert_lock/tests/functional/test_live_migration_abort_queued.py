@@ -27,14 +27,20 @@ as upstream's functional tests of the fix (219520d9ce) set them up:
 
 With the mixin B is ACTIVE on host1 again, its migration ``cancelled``,
 the migration consumer holds nothing and host2 no binding of B's port.
-The canary runs the same on plain Nova: B stays in ``migrating`` and the
-allocation and binding leak.
+The canary runs the same on plain Nova: B stays in ``migrating``, its
+migration keeps the source's allocation and B the destination's, and
+the binding stays. (Train's Neutron fixture makes
+``setup_networks_on_host`` a no-op: there the tests check that the
+tear-down of host2 was asked for, and the binding only from Ussuri on.)
 
 Why it does not hang: the held migration waits on a green event, never
 on a lock of the real thread; the source's executor with one worker only
 queues B (``submit`` does not block), and the API's live migration and
-abort are casts, so no RPC call waits on the held worker. Every wait has
-a deadline, and the whole test a timeout.
+abort are casts, so no RPC call waits on the held worker. What hung was
+the teardown: a held migration let go while the services stop calls the
+destination (``post_live_migration_at_destination``) and waits for a
+reply no stopped service sends. The clean-up lets it go without
+finishing it. Every wait has a deadline, and the whole test a timeout.
 """
 
 from nova.tests import functional  # noqa: F401 (eventlet first)
@@ -108,9 +114,24 @@ class _QueuedAbortScenario(object):
         """Record the port bindings Nova creates and deletes, per host.
 
         Train's Neutron fixture keeps none (Ussuri's ``_port_bindings``
-        does): watch the API Nova calls instead, on both.
+        does): watch the API Nova calls instead, on both. Train's fixture
+        also makes ``setup_networks_on_host`` a no-op, so the tear-downs
+        asked for are recorded too (``self.teardowns``: (instance, host)).
         """
         api = _neutron_api_path()
+        self.teardowns = []
+        # NOTE: Ussuri and later run the real tear-down against the
+        # fixture, which deletes the bindings it finds.
+        self.real_teardown = hasattr(self.neutron, '_port_bindings')
+
+        def setup_networks(orig, neutron_api, context, instance, host=None,
+                           teardown=False):
+            if teardown:
+                self.teardowns.append((instance.uuid, host))
+            return orig(neutron_api, context, instance, host=host,
+                        teardown=teardown)
+
+        hooks.wrap(self, api + '.setup_networks_on_host', setup_networks)
 
         def bind(orig, neutron_api, context, instance, host, *a, **kw):
             result = orig(neutron_api, context, instance, host, *a, **kw)
@@ -262,7 +283,10 @@ class LiveMigrationAbortQueuedTest(
         self.assertEqual([], self._held_by(migration.uuid))
         self.assertEqual(self._providers(SOURCE),
                          self._held_by(server_b['id']))
-        self.assertNotIn((self.neutron.port_1['id'], DEST), self.bindings)
+        self.assertIn((server_b['id'], DEST), self.teardowns)
+        if self.real_teardown:
+            self.assertNotIn((self.neutron.port_1['id'], DEST),
+                             self.bindings)
         self._finish_a(server_a)
         # B never ran: it is still where it was, and A's migration
         # did not take it along.
@@ -297,4 +321,5 @@ class LiveMigrationAbortQueuedCanary(
                          self._held_by(migration.uuid))
         self.assertEqual(self._providers(DEST),
                          self._held_by(server_b['id']))
+        self.assertNotIn((server_b['id'], DEST), self.teardowns)
         self.assertIn((self.neutron.port_1['id'], DEST), self.bindings)
