@@ -45,6 +45,7 @@ finishing it. Every wait has a deadline, and the whole test a timeout.
 
 from nova.tests import functional  # noqa: F401 (eventlet first)
 
+import datetime
 import time
 
 import eventlet
@@ -54,6 +55,7 @@ from nova import context as nova_context
 from nova import objects
 from nova.tests.functional import integrated_helpers
 
+from nova_revert_lock.audit import damage
 from nova_revert_lock.mixins import live_migration_abort_queued
 from nova_revert_lock.tests.functional import base
 from nova_revert_lock.tests.functional import hooks
@@ -323,3 +325,11 @@ class LiveMigrationAbortQueuedCanary(
                          self._held_by(server_b['id']))
         self.assertNotIn((server_b['id'], DEST), self.teardowns)
         self.assertIn((self.neutron.port_1['id'], DEST), self.bindings)
+        # The damage report can name the orphans of the placement audit
+        # as this bug's (nova-manage itself does not run here).
+        report = damage.Report()
+        damage.check_cell(report, 'cell1', self.ctxt,
+                          datetime.datetime.now(datetime.timezone.utc), 3600)
+        self.assertEqual(
+            {migration.uuid: ('cell1', server_b['id'], SOURCE, DEST)},
+            report.cancelled_live_migrations)
