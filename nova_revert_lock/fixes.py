@@ -313,6 +313,30 @@ FIXES = collections.OrderedDict((fix.name, fix) for fix in (
             '2025.1': ('31.3.1',),
         }),
     declare(
+        'live_migration_abort_queued',
+        'live migration abort (source): a queued migration cancelled '
+        'gives back its allocation, dest port bindings and task state '
+        '(bugs 1949808, 1960412)',
+        FAMILY, bugs=('1949808',), upstream='219520d9ce',
+        replaces=(_CM + 'live_migration_abort',),
+        relies_on=(_CM + '_revert_allocation',
+                   _CM + '_set_migration_status',
+                   _CM + '_notify_live_migrate_abort_end'),
+        # The cancelled branch gives the allocation back, tears the
+        # destination's port bindings down and resets the task state.
+        fixed_when=(
+            Does(_CM + 'live_migration_abort', 'calls',
+                 '_revert_allocation'),
+            Does(_CM + 'live_migration_abort', 'calls',
+                 'setup_networks_on_host'),
+            Does(_CM + 'live_migration_abort', 'assigns', 'task_state')),
+        # Tested on 20.6.1 and 21.1.0; 20.0.0 to 24.1.0 and the train,
+        # ussuri and victoria eol tips ship the same code.
+        verified={
+            'train': ('20.6.1',),
+            'ussuri': ('21.1.0',),
+        }),
+    declare(
         'unshelve_claim',
         'unshelve (destination): keep tracking the server while it spawns '
         '(bug 2025480)',

@@ -67,6 +67,9 @@ _AUDIT_LINE = re.compile(
     r'Allocations for consumer UUID (?P<consumer>\S+) on Resource Provider '
     r'(?P<provider>\S+) can be deleted: (?P<allocations>.*)')
 
+#: the bug whose aborted (queued) live migrations leak their allocations
+ABORTED_LIVE_MIGRATION_BUG = '1949808'
+
 STATUS_FIRST = ('nova-revert-lock status --all  # every host patched or '
                 'already-fixed first, or the repairs race again')
 
@@ -85,6 +88,8 @@ class Report(object):
         self.findings = []
         self.unreadable = []
         self.checked = []
+        #: cancelled live migrations: uuid -> (cell, server, source, dest)
+        self.cancelled_live_migrations = {}
 
     def add(self, *args, **kwargs):
         self.findings.append(finding(*args, **kwargs))
@@ -162,6 +167,14 @@ def check_cell(report, cell, ctxt, now, migration_age):
     moving = objects.MigrationList.get_by_filters(
         ctxt, {'status': list(IN_PROGRESS)})
     nodes = objects.ComputeNodeList.get_all(ctxt)
+    # NOTE: what an orphaned allocation may belong to (bug 1949808): a
+    # live migration aborted while queued keeps its source's allocation.
+    for migration in objects.MigrationList.get_by_filters(
+            ctxt, {'status': 'cancelled',
+                   'migration_type': 'live-migration'}):
+        report.cancelled_live_migrations[migration.uuid] = (
+            cell, migration.instance_uuid, migration.source_compute,
+            migration.dest_compute)
     report.checked.append('cell %s: %d server(s), %d compute node(s), %d '
                           'move(s) under way' % (cell, len(instances),
                                                  len(nodes), len(moving)))
@@ -387,7 +400,9 @@ def check_placement(report, config_files, timeout):
     found = 0
     for line in done.stdout.splitlines():
         match = _AUDIT_LINE.search(line)
-        if match:
+        if match and _aborted_live_migration(report, match):
+            found += 1
+        elif match:
             found += 1
             report.add(ORPHANED_ALLOCATION,
                        'placement allocations of %s on provider %s, which '
@@ -400,6 +415,55 @@ def check_placement(report, config_files, timeout):
                        server=match.group('consumer'))
     report.checked.append('placement: nova-manage placement audit, %d '
                           'orphaned allocation(s)' % found)
+
+
+def _aborted_live_migration(report, match):
+    """Name an orphan of a live migration aborted while queued.
+
+    Bug 1949808: its migration keeps the source's allocation and its
+    server the destination's, while the server runs on the source (in
+    task state ``migrating``). Deleting either as the audit would leaves
+    the server without its allocation: move it back instead.
+
+    :returns: True if the consumer is such a migration or its server
+    """
+    consumer = match.group('consumer')
+    found = report.cancelled_live_migrations.get(consumer)
+    migration = consumer
+    if found is None:
+        for uuid, item in sorted(report.cancelled_live_migrations.items()):
+            if item[1] == consumer:
+                found, migration = item, uuid
+                break
+    if found is None:
+        return False
+    cell, server, source, dest = found
+    what = ('the cancelled live migration %s' % migration
+            if consumer == migration else 'server %s' % server)
+    report.add(
+        ORPHANED_ALLOCATION,
+        'placement allocations of %s on provider %s: %s; live migration '
+        '%s -> %s aborted while queued, its allocations never given back '
+        '(server %s runs on %s)' % (what, match.group('provider'),
+                                    match.group('allocations'), source,
+                                    dest, server, source),
+        # NOTE: heal_allocations skips a server in a task state: the
+        # state first.
+        ['openstack server set --state active %s  # if still MIGRATING '
+         '(task state migrating); only once its guest is known to run on '
+         '%s' % (server, source),
+         'openstack resource provider allocation delete %s  # the aborted '
+         'migration\'s hold on %s' % (migration, source),
+         'openstack resource provider allocation delete %s  # the server\'s '
+         'allocation is %s\'s' % (server, dest),
+         'nova-manage placement heal_allocations --instance %s  # its '
+         'allocation on %s again' % (server, source),
+         'openstack port list --server %s  # then, for each port, delete '
+         'its INACTIVE binding: DELETE /v2.0/ports/<port>/bindings/%s'
+         % (server, dest)],
+        cell=cell, host=source, server=server, migration=migration,
+        bug=ABORTED_LIVE_MIGRATION_BUG)
+    return True
 
 
 def collect(config_files, timeout=10.0, migration_age=3600.0,

@@ -123,6 +123,17 @@ BUGS = collections.OrderedDict((b['bug'], b) for b in [
          proves='wrong when the destination pins the rolled back claim\'s '
                 'pCPUs again in the window',
          periodic=_PERIODIC_SCENARIOS),
+    _bug('1949808', 'live_migration_abort_queued',
+         'live-migration abort (queued)',
+         'live migrations host1 -> host2 of A (held in the driver) and B '
+         '(queued behind it, max_concurrent_live_migrations 1), then B '
+         'aborted',
+         'test_live_migration_abort_queued', 'LiveMigrationAbortQueuedTest',
+         'os-migrateLive', 'compute_live_migration_abort',
+         {'plain': (), 'extension': ()},
+         absent=_NO_FIX_ON_USSURI % 'fixed from 24.1.1 (Xena) on',
+         proves='wrong when the aborted B stays in task state migrating or '
+                'its migration keeps an allocation'),
     _bug('2025480', 'unshelve_claim', 'unshelve',
          'shelve-offload, then unshelve with the host\'s periodic task '
          'inside the spawn',
@@ -190,6 +201,17 @@ def _live_migration_rollback(case):
                 sorted(pinned), sorted(case.pinned), seen['status']))
 
 
+def _live_migration_abort_queued(case):
+    server_a, server_b, migration = case._abort_queued()
+    server = case._server(server_b['id'])
+    held = case._held_by(migration.uuid)
+    case._finish_a(server_a)
+    task_state = server['OS-EXT-STS:task_state']
+    return (task_state is None and not held,
+            'B %s/%s; its migration holds %d allocation(s)' % (
+                server['status'], task_state, len(held)))
+
+
 def _unshelve_claim(case):
     during, after = case._unshelve_with(case._periodic)
     return (during == after == (1, 1, 1, 1),
@@ -202,6 +224,7 @@ BOOKS = {
     '1953359': _incoming_migration_context,
     '1896463': _evacuate_under_lock,
     '1894095': _live_migration_rollback,
+    '1949808': _live_migration_abort_queued,
     '2025480': _unshelve_claim,
 }
 

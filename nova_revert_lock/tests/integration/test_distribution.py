@@ -19,9 +19,10 @@ system Python 3.11 through a ``--system-site-packages`` virtualenv, which
 it, as a process; the answer is read off its JSON.
 
 Debian 12's Nova is upstream's 26.2.2 for every function the guard
-checks: upstream's fixes for bugs 1879878, 1944759, 1953359, 1896463 and
-2025480 are in it, and bug 1894095 and the source-side window are open
-there, which ``live_migration_rollback`` and ``source_window`` close.
+checks: upstream's fixes for bugs 1879878, 1944759, 1953359, 1896463,
+1949808 and 2025480 are in it, and bug 1894095 and the source-side
+window are open there, which ``live_migration_rollback`` and
+``source_window`` close.
 """
 
 import json
@@ -42,7 +43,8 @@ EXPECTED = {
         'mixins': ['source_window', 'live_migration_rollback'],
         'bugs': {'1879878': 'fixed-upstream', '1944759': 'fixed-upstream',
                  '1953359': 'fixed-upstream', '1896463': 'fixed-upstream',
-                 '1894095': 'patched', '2025480': 'fixed-upstream'},
+                 '1894095': 'patched', '1949808': 'fixed-upstream',
+                 '2025480': 'fixed-upstream'},
     },
 }
 

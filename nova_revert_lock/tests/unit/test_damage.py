@@ -135,6 +135,38 @@ class PlacementTest(testtools.TestCase):
                                  '--delete --resource_provider rp1']),
                          (item['server'], item['repair']))
 
+    def test_aborted_queued_live_migration(self):
+        # Bug 1949808: the cancelled live migration m1 keeps the source's
+        # allocation, its server s1 the destination's; both are orphans.
+        self.run.return_value = mock.Mock(returncode=3, stdout=(
+            'Allocations for consumer UUID m1 on Resource Provider src can '
+            'be deleted: {\'VCPU\': 1}\n'
+            'Allocations for consumer UUID s1 on Resource Provider dst can '
+            'be deleted: {\'VCPU\': 1}\n') + AUDIT_OUT)
+        report = damage.Report()
+        report.cancelled_live_migrations['m1'] = ('cell1', 's1', 'host1',
+                                                  'host2')
+        damage.check_placement(report, None, 60)
+        ours = [item for item in report.findings if item['bug']]
+        self.assertEqual(
+            [('m1', 's1', 'host1', '1949808')] * 2,
+            [(item['migration'], item['server'], item['host'], item['bug'])
+             for item in ours])
+        self.assertIn('cancelled live migration m1', ours[0]['detail'])
+        self.assertIn('server s1 on provider dst', ours[1]['detail'])
+        steps = report.repair_steps()
+        # Once each; the state before heal_allocations, which skips a
+        # server in a task state; no audit --delete for them.
+        self.assertEqual(1, len([s for s in steps if 'heal_allocations' in s]))
+        self.assertLess(
+            steps.index([s for s in steps if 'set --state active s1' in s][0]),
+            steps.index([s for s in steps if 'heal_allocations' in s][0]))
+        # No audit --delete of their providers; the other orphan (c0)
+        # keeps its own repair.
+        self.assertEqual(['nova-manage placement audit --verbose --delete '
+                          '--resource_provider rp1'],
+                         [step for step in steps if 'audit' in step])
+
     def test_audit_failing_is_not_clean(self):
         self.run.return_value = mock.Mock(returncode=1, stdout='boom')
         report = damage.Report()

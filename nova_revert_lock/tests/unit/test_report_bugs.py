@@ -37,11 +37,13 @@ class ReportBugsTest(testtools.TestCase):
         outcomes['incoming_migration_context'] = decision.MATCH
         outcomes['evacuate_under_lock'] = decision.MATCH
         outcomes['live_migration_rollback'] = decision.MATCH
+        outcomes['live_migration_abort_queued'] = decision.MATCH
         outcomes['unshelve_claim'] = decision.MATCH
         report = _report(nrl_report.PATCHED, list(outcomes), outcomes)
         self.assertEqual({'1879878': 'patched', '1944759': 'patched',
                           '1953359': 'patched', '1896463': 'patched',
-                          '1894095': 'patched', '2025480': 'patched'},
+                          '1894095': 'patched', '1949808': 'patched',
+                          '2025480': 'patched'},
                          dict(report.to_dict()['bugs']))
 
     def test_fixed_upstream_and_open_sibling(self):
@@ -84,6 +86,7 @@ class ReportBugsTest(testtools.TestCase):
              '1953359': (nrl_report.BUG_OPEN, 'disabled'),
              '1896463': (nrl_report.BUG_OPEN, 'disabled'),
              '1894095': (nrl_report.BUG_OPEN, 'disabled'),
+             '1949808': (nrl_report.BUG_OPEN, 'disabled'),
              '2025480': (nrl_report.BUG_OPEN, 'disabled')},
             dict(report.bugs))
 
@@ -94,6 +97,8 @@ class ReportBugsTest(testtools.TestCase):
         outcomes['evacuate_under_lock'] = decision.UNKNOWN
         # No release fixes bug 1894095; its mixin applies.
         outcomes['live_migration_rollback'] = decision.MATCH
+        # 24.1.1 and later carry upstream's fix for bug 1949808.
+        outcomes['live_migration_abort_queued'] = decision.FIXED_UPSTREAM
         outcomes['unshelve_claim'] = decision.FIXED_UPSTREAM
 
         class Manager(object):
@@ -104,7 +109,9 @@ class ReportBugsTest(testtools.TestCase):
         status = endpoint.status_of(Manager())
         self.assertEqual({'1879878': 'fixed-upstream', '1944759': 'open',
                           '1953359': 'fixed-upstream', '1896463': 'open',
-                          '1894095': 'patched', '2025480': 'fixed-upstream'},
+                          '1894095': 'patched',
+                          '1949808': 'fixed-upstream',
+                          '2025480': 'fixed-upstream'},
                          status['bugs'])
         row = rows.row_from_status(_Target(), status)
         self.assertEqual(['1896463', '1944759'], rows.open_bugs(row))
