@@ -276,6 +276,21 @@ FIXES = collections.OrderedDict((fix.name, fix) for fix in (
         relies_on=(_CM + '_rollback_live_migration',
                    _CM + '_get_nodename',
                    _RT + 'drop_move_claim'),
+        # Unfixed upstream; patches/ (train, ussuri, ussuri-21.2.4, master
+        # 0002) fix it so: the destination drops the claim in a locked
+        # tracker method that skips an untracked migration and remembers
+        # the dropped claim, which the periodic task leaves uncounted.
+        fixed_when=(
+            Does(_CM + 'drop_move_claim_at_destination', 'calls',
+                 'drop_live_migration_claim_at_dest'),
+            Does(_RT + 'drop_live_migration_claim_at_dest', 'decorated',
+                 'synchronized'),
+            Does(_RT + 'drop_live_migration_claim_at_dest', 'refers',
+                 'tracked_migrations'),
+            Does(_RT + 'drop_live_migration_claim_at_dest', 'calls',
+                 '_drop_move_claim'),
+            Does(_RT + '_update_usage_from_migrations', 'refers',
+                 'dropped_live_migration_claims')),
         # Tested on each; identical code counts too (see support matrix).
         verified={
             'train': ('20.6.1',),

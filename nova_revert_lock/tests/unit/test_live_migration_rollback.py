@@ -47,9 +47,14 @@ class DeclarationsTest(test_base.BaseTestCase):
                          sorted(spec.implementations))
 
     def test_no_upstream_fix_and_no_feature_bound(self):
-        # Upstream never fixed it (reproducer 99850a0481 only), and NUMA
-        # live migration exists in every release this package knows.
-        self.assertFalse(fixes.FIXES[NAME].fixed_when)
+        # Upstream never fixed it (reproducer 99850a0481 only): only the
+        # builds of this project's patch series carry the fix. NUMA live
+        # migration exists in every release this package knows.
+        self.assertIsNone(fixes.FIXES[NAME].upstream)
+        self.assertTrue(fixes.FIXES[NAME].fixed_when)
+        self.assertEqual(
+            ('20.6.1+patches', '21.1.0+patches', '21.2.4+patches'),
+            fingerprint_table.FIXED[NAME])
         self.assertIsNone(fixes.FIXES[NAME].applies_from)
         self.assertFalse(live_migration_rollback.SPEC.fixed_upstream())
 
