@@ -61,6 +61,7 @@ from nova_revert_lock import fixes
 from nova_revert_lock import locking
 from nova_revert_lock.mixins import base as mixin_base
 from nova_revert_lock.mixins import live_migration_rollback
+from nova_revert_lock.tests.functional import base
 from nova_revert_lock.tests.functional import hooks
 from nova_revert_lock.tests.functional import test_source_window_flip
 from nova_revert_lock.tests.functional import test_source_window_pinning
@@ -71,6 +72,25 @@ DEST = test_source_window_pinning.DEST
 #: Statuses the periodic task of every release counts as not in progress.
 NOT_IN_PROGRESS = ('confirmed', 'reverted', 'error', 'failed', 'completed',
                    'cancelled', 'done')
+
+
+def nova_has_fix():
+    """True if the installed Nova carries the fix (the patch series').
+
+    No release does: only a Nova built with this project's patch series
+    (patches/train, ussuri, ussuri-21.2.4), which the guard recognises.
+    """
+    return live_migration_rollback.SPEC.fixed_upstream()
+
+
+def dropped_claims(rt, nodename):
+    """Migration ids whose dropped claim ``rt`` remembers on the node."""
+    if nova_has_fix():
+        return sorted(migration_id for migration_id, node in
+                      rt.dropped_live_migration_claims.items()
+                      if node == nodename)
+    return sorted((getattr(rt, '_nrl_dropped', None) or {}).get(nodename,
+                                                                  {}))
 
 
 def dest_cleanup_saves_applied_context():
@@ -244,14 +264,23 @@ class _RollbackBase(test_source_window_pinning._PinningWindowBase):
 
 
 class LiveMigrationRollbackTest(_RollbackBase):
-    """With the mixin the destination's periodic leaves the claim dropped."""
+    """With the mixin the destination's periodic leaves the claim dropped.
+
+    On a Nova built with the patch series the mixin stands aside and the
+    series' fix must pass the same tests.
+    """
 
     mixins = ['live_migration_rollback']
 
     def setUp(self):
+        if base.activation_disabled() and not nova_has_fix():
+            self.skipTest('plain Nova without the fix for bug 1894095')
         super(LiveMigrationRollbackTest, self).setUp()
-        self.assertIn('live_migration_rollback',
-                      self.activation_report.mixins)
+        report = self.activation_report
+        if nova_has_fix():
+            self.assertIn('live_migration_rollback', report.fixed_upstream)
+        else:
+            self.assertIn('live_migration_rollback', report.mixins)
 
     def test_dest_periodic_in_window_counts_no_claim(self):
         seen = self._rollback_raced()
@@ -270,7 +299,7 @@ class LiveMigrationRollbackTest(_RollbackBase):
         self.assertEqual(self.pinned, self._host_pinned(SOURCE))
         # Forgotten once the periodic task no longer lists the migration.
         rt = self.computes[DEST].manager.rt
-        self.assertEqual({}, rt._nrl_dropped.get(DEST, {}))
+        self.assertEqual([], dropped_claims(rt, DEST))
 
     def test_through_the_conductor(self):
         """The destination makes no database call of its own.
@@ -423,8 +452,15 @@ class LiveMigrationRollbackTest(_RollbackBase):
 class LiveMigrationRollbackCanary(_RollbackBase):
     """Plain Nova: the destination's periodic counts the dropped claim."""
 
-    # NOTE: no release fixes bug 1894095, so the canary never skips.
+    # NOTE: no release fixes bug 1894095; only the patch series' builds
+    # skip the canary.
     extension = False
+
+    def setUp(self):
+        if nova_has_fix():
+            self.skipTest('the installed Nova carries the fix for bug '
+                          '1894095: no bug to show')
+        super(LiveMigrationRollbackCanary, self).setUp()
 
     def test_dest_periodic_in_window_counts_claim_again(self):
         seen = self._rollback_raced()
@@ -457,6 +493,12 @@ class _MixedFleetBase(_RollbackBase):
 
     extension = False
     patched_host = None
+
+    def setUp(self):
+        if nova_has_fix():
+            self.skipTest('the installed Nova carries the fix for bug '
+                          '1894095 on every host: no mixed fleet')
+        super(_MixedFleetBase, self).setUp()
 
     def _start_pinning_compute(self, hostname):
         if hostname == self.patched_host:
@@ -560,6 +602,11 @@ class PreLiveMigrationFailureTest(_PreLiveMigrationFailureBase):
 
     mixins = ['live_migration_rollback']
 
+    def setUp(self):
+        if base.activation_disabled() and not nova_has_fix():
+            self.skipTest('plain Nova without the fix for bug 1894095')
+        super(PreLiveMigrationFailureTest, self).setUp()
+
     def _assert_rolled_back(self, seen):
         self.assertNotIn('drop_error', seen)
         self.assertEqual('error', seen['status'])
@@ -582,7 +629,7 @@ class PreLiveMigrationFailureTest(_PreLiveMigrationFailureBase):
         self._assert_rolled_back(seen)
         # Nothing to remember: no periodic task lists the migration.
         rt = self.computes[DEST].manager.rt
-        self.assertEqual({}, (rt._nrl_dropped or {}).get(DEST, {}))
+        self.assertEqual([], dropped_claims(rt, DEST))
 
     def test_no_periodic_before_the_drop(self):
         """Still tracked: the drop frees the claim, as upstream's does."""
@@ -594,8 +641,15 @@ class PreLiveMigrationFailureTest(_PreLiveMigrationFailureBase):
 class PreLiveMigrationFailureCanary(_PreLiveMigrationFailureBase):
     """Plain Nova: the drop unpins twice and the server is stuck."""
 
-    # NOTE: no release orders this rollback otherwise: never skips.
+    # NOTE: no release orders this rollback otherwise; only the patch
+    # series' builds skip the canary.
     extension = False
+
+    def setUp(self):
+        if nova_has_fix():
+            self.skipTest('the installed Nova carries the fix for bug '
+                          '1894095: no bug to show')
+        super(PreLiveMigrationFailureCanary, self).setUp()
 
     def test_dest_periodic_before_the_drop_strands_the_server(self):
         seen = self._pre_live_migration_fails()
