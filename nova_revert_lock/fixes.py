@@ -288,10 +288,11 @@ FIXES = collections.OrderedDict((fix.name, fix) for fix in (
         relies_on=(_CM + '_rollback_live_migration',
                    _CM + '_get_nodename',
                    _RT + 'drop_move_claim'),
-        # No release carries it; the stable series of patches/ (2025.1 on)
-        # do: the destination drops the claim in a locked tracker method
-        # that remembers it, and its periodic task leaves such a
-        # migration uncounted.
+        # No release carries it; patches/ does (train, ussuri,
+        # ussuri-21.2.4, the stable series from 2025.1 on, master 0002):
+        # the destination drops the claim in a locked tracker method that
+        # skips an untracked migration and remembers the dropped claim,
+        # which the periodic task leaves uncounted.
         fixed_when=(
             Does(_CM + 'drop_move_claim_at_destination', 'calls',
                  'drop_live_migration_claim_at_dest'),
@@ -299,6 +300,10 @@ FIXES = collections.OrderedDict((fix.name, fix) for fix in (
                  'synchronized'),
             Does(_RT + 'drop_live_migration_claim_at_dest', 'refers',
                  'dropped_live_migration_claims'),
+            Does(_RT + 'drop_live_migration_claim_at_dest', 'refers',
+                 'tracked_migrations'),
+            Does(_RT + 'drop_live_migration_claim_at_dest', 'calls',
+                 '_drop_move_claim'),
             Does(_RT + '_update_usage_from_migrations', 'refers',
                  'dropped_live_migration_claims')),
         # Tested on each; identical code counts too (see support matrix).

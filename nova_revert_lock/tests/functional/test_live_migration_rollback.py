@@ -58,10 +58,10 @@ from nova import objects
 
 from nova_revert_lock import activation
 from nova_revert_lock import fixes
-from nova_revert_lock.guard import decision
 from nova_revert_lock import locking
 from nova_revert_lock.mixins import base as mixin_base
 from nova_revert_lock.mixins import live_migration_rollback
+from nova_revert_lock.tests.functional import base
 from nova_revert_lock.tests.functional import hooks
 from nova_revert_lock.tests.functional import test_source_window_flip
 from nova_revert_lock.tests.functional import test_source_window_pinning
@@ -74,23 +74,23 @@ NOT_IN_PROGRESS = ('confirmed', 'reverted', 'error', 'failed', 'completed',
                    'cancelled', 'done')
 
 
-def rollback_fixed_upstream():
-    """True if the installed Nova carries the fix (a patches/ series).
+def nova_has_fix():
+    """True if the installed Nova carries the fix (the patch series').
 
-    The mixin then stands aside: the tests of what the destination does
-    run on Nova's own code, the canaries have no bug to show, and the
-    tests of a fleet mixing the mixin with plain Nova do not apply.
+    No release does: only a Nova built with this project's patch series
+    (patches/train, ussuri, ussuri-21.2.4), which the guard recognises.
     """
-    check = live_migration_rollback.SPEC.check()
-    return check.outcome == decision.FIXED_UPSTREAM
+    return live_migration_rollback.SPEC.fixed_upstream()
 
 
-def _dropped_claims(rt):
-    """The destination's memory of dropped claims: the mixin's or Nova's."""
-    if rollback_fixed_upstream():
-        return {migration_id: node for migration_id, node
-                in rt.dropped_live_migration_claims.items() if node == DEST}
-    return (getattr(rt, '_nrl_dropped', None) or {}).get(DEST, {})
+def dropped_claims(rt, nodename):
+    """Migration ids whose dropped claim ``rt`` remembers on the node."""
+    if nova_has_fix():
+        return sorted(migration_id for migration_id, node in
+                      rt.dropped_live_migration_claims.items()
+                      if node == nodename)
+    dropped = getattr(rt, '_nrl_dropped', None) or {}
+    return sorted(dropped.get(nodename, {}))
 
 
 def dest_cleanup_saves_applied_context():
@@ -264,19 +264,23 @@ class _RollbackBase(test_source_window_pinning._PinningWindowBase):
 
 
 class LiveMigrationRollbackTest(_RollbackBase):
-    """With the mixin the destination's periodic leaves the claim dropped."""
+    """With the mixin the destination's periodic leaves the claim dropped.
+
+    On a Nova built with the patch series the mixin stands aside and the
+    series' fix must pass the same tests.
+    """
 
     mixins = ['live_migration_rollback']
 
     def setUp(self):
+        if base.activation_disabled() and not nova_has_fix():
+            self.skipTest('plain Nova without the fix for bug 1894095')
         super(LiveMigrationRollbackTest, self).setUp()
-        if rollback_fixed_upstream():
-            # Nova's own code runs the tests: the mixin stands aside.
-            self.assertNotIn('live_migration_rollback',
-                             self.activation_report.mixins)
+        report = self.activation_report
+        if nova_has_fix():
+            self.assertIn('live_migration_rollback', report.fixed_upstream)
         else:
-            self.assertIn('live_migration_rollback',
-                          self.activation_report.mixins)
+            self.assertIn('live_migration_rollback', report.mixins)
 
     def test_dest_periodic_in_window_counts_no_claim(self):
         seen = self._rollback_raced()
@@ -295,7 +299,7 @@ class LiveMigrationRollbackTest(_RollbackBase):
         self.assertEqual(self.pinned, self._host_pinned(SOURCE))
         # Forgotten once the periodic task no longer lists the migration.
         rt = self.computes[DEST].manager.rt
-        self.assertEqual({}, _dropped_claims(rt))
+        self.assertEqual([], dropped_claims(rt, DEST))
 
     def test_through_the_conductor(self):
         """The destination makes no database call of its own.
@@ -448,14 +452,14 @@ class LiveMigrationRollbackTest(_RollbackBase):
 class LiveMigrationRollbackCanary(_RollbackBase):
     """Plain Nova: the destination's periodic counts the dropped claim."""
 
-    # NOTE: no release fixes bug 1894095; a build with a patches/ series
-    # does, and there the canary skips.
+    # NOTE: no release fixes bug 1894095; only the patch series' builds
+    # skip the canary.
     extension = False
 
     def setUp(self):
-        if rollback_fixed_upstream():
-            self.skipTest('the installed Nova carries the fix: no bug to '
-                          'show')
+        if nova_has_fix():
+            self.skipTest('the installed Nova carries the fix for bug '
+                          '1894095: no bug to show')
         super(LiveMigrationRollbackCanary, self).setUp()
 
     def test_dest_periodic_in_window_counts_claim_again(self):
@@ -491,9 +495,9 @@ class _MixedFleetBase(_RollbackBase):
     patched_host = None
 
     def setUp(self):
-        if rollback_fixed_upstream():
-            self.skipTest('the installed Nova carries the fix: the mixin '
-                          'stands aside on every host')
+        if nova_has_fix():
+            self.skipTest('the installed Nova carries the fix for bug '
+                          '1894095 on every host: no mixed fleet')
         super(_MixedFleetBase, self).setUp()
 
     def _start_pinning_compute(self, hostname):
@@ -598,10 +602,15 @@ class PreLiveMigrationFailureTest(_PreLiveMigrationFailureBase):
 
     mixins = ['live_migration_rollback']
 
+    def setUp(self):
+        if base.activation_disabled() and not nova_has_fix():
+            self.skipTest('plain Nova without the fix for bug 1894095')
+        super(PreLiveMigrationFailureTest, self).setUp()
+
     def _assert_rolled_back(self, seen):
         self.assertNotIn('drop_error', seen)
         self.assertEqual('error', seen['status'])
-        if rollback_fixed_upstream():
+        if nova_has_fix() and base.lists_error_migrations():
             # Nova's rollback sets its own final status after the drop.
             self.assertIn(seen['final'], NOT_IN_PROGRESS)
         else:
@@ -619,7 +628,7 @@ class PreLiveMigrationFailureTest(_PreLiveMigrationFailureBase):
     def test_dest_periodic_before_the_drop(self):
         seen = self._pre_live_migration_fails()
         self.assertEqual(self.pinned | self.claimed, seen['claimed'])
-        if rollback_fixed_upstream():
+        if nova_has_fix() and base.lists_error_migrations():
             # Nova counts the error migration while the instance is live
             # migrating: the claim stays until the drop frees it, once.
             self.assertEqual(self.pinned | self.claimed, seen['in_window'])
@@ -629,7 +638,7 @@ class PreLiveMigrationFailureTest(_PreLiveMigrationFailureBase):
         self._assert_rolled_back(seen)
         # Nothing to remember: no periodic task lists the migration.
         rt = self.computes[DEST].manager.rt
-        self.assertEqual({}, _dropped_claims(rt))
+        self.assertEqual([], dropped_claims(rt, DEST))
 
     def test_no_periodic_before_the_drop(self):
         """Still tracked: the drop frees the claim, as upstream's does."""
@@ -641,14 +650,14 @@ class PreLiveMigrationFailureTest(_PreLiveMigrationFailureBase):
 class PreLiveMigrationFailureCanary(_PreLiveMigrationFailureBase):
     """Plain Nova: the drop unpins twice and the server is stuck."""
 
-    # NOTE: no release orders this rollback otherwise; a build with a
-    # patches/ series does, and there the canary skips.
+    # NOTE: no release orders this rollback otherwise; only the patch
+    # series' builds skip the canary.
     extension = False
 
     def setUp(self):
-        if rollback_fixed_upstream():
-            self.skipTest('the installed Nova carries the fix: no bug to '
-                          'show')
+        if nova_has_fix():
+            self.skipTest('the installed Nova carries the fix for bug '
+                          '1894095: no bug to show')
         super(PreLiveMigrationFailureCanary, self).setUp()
 
     def test_dest_periodic_before_the_drop_strands_the_server(self):

@@ -54,13 +54,17 @@ class DeclarationsTest(test_base.BaseTestCase):
 
     def test_no_upstream_fix_and_no_feature_bound(self):
         # Upstream never fixed it (reproducer 99850a0481 only): only the
-        # builds of the stable series of patches/ carry the fix the guard
-        # recognises. NUMA live migration exists in every release this
-        # package knows.
+        # builds of this project's patch series carry the fix the guard
+        # recognises (Train, Ussuri and the stable series from 2025.1 on).
+        # NUMA live migration exists in every release this package knows.
+        self.assertIsNone(fixes.FIXES[NAME].upstream)
         self.assertTrue(fixes.FIXES[NAME].fixed_when)
-        self.assertTrue(fingerprint_table.FIXED[NAME])
-        for label in fingerprint_table.FIXED[NAME]:
+        fixed = fingerprint_table.FIXED[NAME]
+        for label in fixed:
             self.assertTrue(label.endswith('+patches'), label)
+        for label in ('20.6.1+patches', '21.1.0+patches', '21.2.4+patches',
+                      '31.3.1+patches'):
+            self.assertIn(label, fixed)
         self.assertIsNone(fixes.FIXES[NAME].applies_from)
 
     def test_support_matrix_outcomes(self):
