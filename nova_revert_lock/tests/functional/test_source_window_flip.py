@@ -337,12 +337,24 @@ class _FlipTestBase(base.ExtensionFixtureMixin, base.RaceMixin,
     pass
 
 
-class SourceWindowFlipTest(_FlipTestBase):
-    """With the extension: counted exactly once wherever they land."""
+class SourceWindowFlipTest(base.OnFixedWindowNovaMixin,
+                           _FlipTestBase):
+    """With the extension: counted exactly once wherever they land.
+
+    On a Nova that closes the window itself (a build with a series of
+    patches/) the mixin stands aside and the same flips run on Nova's own
+    look-up; the test of the mixin's own logging skips.
+    """
+
+    on_fixed_nova = ('test_flip_at_start', 'test_flip_after_instances',
+                     'test_flip_after_migrations', 'test_flip_at_end',
+                     'test_return_after_the_look_up_with_an_earlier_'
+                     'failed_move')
 
     def setUp(self):
         super(SourceWindowFlipTest, self).setUp()
-        self.assertIn('source_window', self.activation_report.mixins)
+        if not base.window_fixed_upstream():
+            self.assertIn('source_window', self.activation_report.mixins)
 
     def _assert_once(self, flip_step):
         counted = self.probe_all(flip_step)
