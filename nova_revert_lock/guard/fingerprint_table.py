@@ -44,13 +44,13 @@ SURVEYED_RELEASES = (
 SURVEYED_PATCHES = {
     '20.6.1+patches': (
         'train',
-        '19a25befe5d85539fbffe06a23a76aabe3f2cbe229773e1aafbf320ecac06107'),
+        '780ce7969a36b8f88f509fd528b504ba325bbc2a32b9b2833e177b35995fa991'),
     '21.1.0+patches': (
         'ussuri',
-        '544d3ef7487e2b23f09b15348b15277500b0029d3df641d09fb0960b77822d64'),
+        '75f8ac85a04088d7858c8ded6c409238fa78e67716ae9a020afa8e2b4db58014'),
     '21.2.4+patches': (
         'ussuri-21.2.4',
-        '159369d5c621888d0702fb98c811155db707297cf61151f99e81db55f51ab72c'),
+        'dafa5f5346875a22691c287619fcdbb3313635d88c2842cdedc4412c76a1d03e'),
     '31.3.1+patches': (
         '2025.1',
         'daf91a0eba3ae5ebecdc62a0d9521cc7e7d36fed029febff336803defa39d8ed'),
@@ -438,7 +438,8 @@ FIXED = {
          '32.2.0', '32.2.1', '32.2.1+patches', '33.0.0', '33.0.1',
          '33.0.2', '33.0.2+patches', '34.0.0', '34.0.0+patches'),
     'source_window':
-        ('31.3.1+patches', '32.2.1+patches', '33.0.2+patches',
+        ('20.6.1+patches', '21.1.0+patches', '21.2.4+patches',
+         '31.3.1+patches', '32.2.1+patches', '33.0.2+patches',
          '34.0.0+patches'),
     'unshelve_claim':
         ('20.6.1+patches', '21.1.0+patches', '21.2.4+patches',
@@ -1186,12 +1187,12 @@ FINGERPRINTS = {
         'afe00d1416c2b301cc31a35da30c0472ac114edd9026adffa8c0a66a84624562':
             ('20.0.0', '20.0.1', '20.1.0', '20.1.1', '20.2.0', '20.3.0',
              '20.4.0', '20.4.1', '20.5.0', '20.6.0', '20.6.1', 'train-eol'),
-        'f595346602ce3342aad8a729328faea4845263a294a823884125d6a9a585b4c9':
+        'e16c374e3294706ea565743e48fce5a4dae65e3c7664898fccd35d6d41baadc7':
             ('20.6.1+patches',),
         '5ec8f64547af6d74b3eaf3b9b4baf426ae3bf1faff46bbc575e22df55c1368f8':
             ('21.0.0', '21.1.0', '21.1.1', '21.1.2', '21.2.0', '21.2.1',
              '21.2.2', '21.2.3', '21.2.4'),
-        '52950b8c4cd1742f9dd835feefb29066513bf704a0f644d5adabca260157fb85':
+        '30c19490ff633399b4ca1877db6f989ed11bdf0fe405aff89b716297a3173307':
             ('21.1.0+patches', '21.2.4+patches'),
         '9567435d12f1b9e7f370ca4f4c426e8e01b6e2bc8705909e35dd8f0421c7fe01':
             ('ussuri-eol',),
@@ -1259,7 +1260,7 @@ FINGERPRINTS = {
              '24.2.1', '25.0.0', '25.0.1', '25.1.0', '25.1.1', '25.2.0',
              '25.2.1', '25.3.0', '26.0.0', '26.1.0', '26.1.1', '26.2.0',
              '26.2.1', '27.0.0', '27.1.0', '27.2.0', '28.0.0', '28.0.1'),
-        'fd00d7537c06302cbe9a2c87895f012a3144923c987e387543c88d47e59b0640':
+        'c45c3ff7bdc82d51c3f36ac28bf933b63d0508ca298bcafe77079efc3df952c3':
             ('20.6.1+patches', '21.1.0+patches', '21.2.4+patches'),
         'eb5db67b307420a32003c01cd321e750a08f3d62f92429a70837901fbe7dc2ff':
             ('victoria-eol', 'wallaby-eol', 'xena-eol', '26.2.2', '26.3.0',
@@ -1973,26 +1974,26 @@ SOURCE_DIGESTS = {
             'a47d80ccfc89da96c55a46c26beedd70f8d7ecfd0007a1823a8f747abe323847',
     },
     'nova.compute.resource_tracker:ResourceTracker._update_available_resource': {
+        '0e31276b402abdd6165506d4bc0e2a9941bb7296838fadedc1f909a2d6d158ef':
+            '30c19490ff633399b4ca1877db6f989ed11bdf0fe405aff89b716297a3173307',
         '21f3f9858021c5289760de279c81f10ff457db12b880585b0482dc87935878ef':
             'b189adc3897cb1d53f991624163db1f8d8eab4a65401422dc7273a6f42815cdd',
         '322f449cf9c12d5337466604d86a1cf888f027745c245bb1ebc5ca28d18e879a':
             'afe00d1416c2b301cc31a35da30c0472ac114edd9026adffa8c0a66a84624562',
         '5c3fdee614eb138530e8c75959bc7ac4e50b401508170607b2d132a4a7a6bf25':
             '4b63513b84121874a7d789e61c92453b90d80ac29abaa74d93812bb8ed00eb11',
+        '5e81f56b01a6f2f17d5c3a29a21983715b5adcb1b671f675ad52ec4230ddfab7':
+            'e16c374e3294706ea565743e48fce5a4dae65e3c7664898fccd35d6d41baadc7',
         '5f8ec0b321c2b04e13c5e4196898cf7c7f7cb1df756a883055cda4c1df1b48d6':
             '9567435d12f1b9e7f370ca4f4c426e8e01b6e2bc8705909e35dd8f0421c7fe01',
         '6d95b9323d54d532888a5aa563d44a2864000f6bb1ef259e9740b38f112a8046':
             '6166713322570ee0c86703aad2a78272b3328885a076702f6cd495c2dd7a61f6',
-        '84be7197c35ac4be129202ba64c60dc566a5c6e9d1fced53504656624230601b':
-            'f595346602ce3342aad8a729328faea4845263a294a823884125d6a9a585b4c9',
         'a6881a032dac69b093676132689843fbfa9c31b5f0b01bd53b768ea587b1c577':
             '289f4ef781b3569abdc84faaff4095f9e13b8f6c7b9a0ddf71f1305aebd0b915',
         'a9350597c2758aab10f2cd8a6aaabfba4791a4910c08f921aff97472b3fa7f53':
             '5ec8f64547af6d74b3eaf3b9b4baf426ae3bf1faff46bbc575e22df55c1368f8',
         'b34573ab244bb7fbeba7c0cc437d46d989e4b493b6bfe81c21255aa0b44894ad':
             'aabc28528623903437d8d8ff2f17713b7651f33cb81463500d3ebc1ad87fe4f7',
-        'c5d0802db22b29fac3a52764ccd30257d7b72a1b1fdbb5d2aa7b9fadb984364e':
-            '52950b8c4cd1742f9dd835feefb29066513bf704a0f644d5adabca260157fb85',
         'dd36d2813ef99ac259d1bb59d23440aa1b6686eea775c78fdd0a713b444b1ca9':
             '6c64ae6fc1f8db5e9c36e34d47de87bd9cdf83fdf5bba9b578cccf7dcb9445c9',
         'ef8ae52e82488b6ef77fdc6306a21e83fd20f0448bbc6136a2c69f6b31d064bd':
@@ -2007,14 +2008,14 @@ SOURCE_DIGESTS = {
             '2ea7716699636042cd61ba0b1c1a1ff1ad3c98d7f94e59bf2d708fcde979c457',
     },
     'nova.compute.resource_tracker:ResourceTracker._update_usage_from_instances': {
+        '1fedf9770d9e2158155ad245d01abcd1003e632c3c4c0827202a4a8d4ed28bfb':
+            'c45c3ff7bdc82d51c3f36ac28bf933b63d0508ca298bcafe77079efc3df952c3',
         '3824982a29a39f566613db943c57a0f1d8c8643bb5f16990b9de1b148afd4fd9':
             'ba2cf2f8a5b3a868bf1d996a9ffbc3ace735f66fede6c2bceb18860b94e1b07e',
         '93a13110cca48e2f82d78d7d1061d2c71c5eaed7675c7a4b2373dabf7b222eae':
             'eb5db67b307420a32003c01cd321e750a08f3d62f92429a70837901fbe7dc2ff',
         '95c80846a9f76e80dd194c900244137e48b9ff14694e6ecbec0b685115cf7734':
             '4fd187a620dfcda01e2e5c4442cd9a2094028867d2ed4ad0f0e71982231a15e1',
-        'a6058ef1929cbf3497b9434046003474420c1ec75eb319054de8a3b1d7c9a054':
-            'fd00d7537c06302cbe9a2c87895f012a3144923c987e387543c88d47e59b0640',
     },
     'nova.compute.resource_tracker:ResourceTracker._update_usage_from_migration': {
         '2b103026f3cd0229b4bd8b89d6460752aac94a288a2e9e9af27a2fdf609cff02':
