@@ -159,13 +159,14 @@ class DeclarationsTest(test_base.BaseTestCase):
                  'evacuate_under_lock': ('21.2.0', '22.1.0', '34.0.0'),
                  # no release: the builds of patches/2025.1 on
                  'live_migration_rollback': ('31.3.1+patches',),
-                 'source_window': ('31.3.1+patches',)}
+                 'source_window': ('20.6.1+patches', '21.1.0+patches',
+                                   '21.2.4+patches', '31.3.1+patches')}
         open_ = {'revert': ('20.6.1', '21.1.0', 'train-eol'),
                  'resize_source_flavor': ('21.2.4', '22.3.0', '24.0.0'),
                  'unshelve_claim': ('24.0.0', '26.2.1', '27.2.0'),
                  'evacuate_under_lock': ('21.1.2', '22.0.0'),
                  'live_migration_rollback': ('21.1.0', '31.3.1', '34.0.0'),
-                 'source_window': ('21.2.4+patches', '31.3.1', '34.0.0')}
+                 'source_window': ('21.2.4', '31.3.1', '34.0.0')}
         for name, releases in fixed.items():
             for release in releases:
                 self.assertIn(release, fingerprint_table.FIXED[name],
