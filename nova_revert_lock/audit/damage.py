@@ -39,10 +39,11 @@ SHARED_PCPU = 'shared-pcpu'
 BOOKS_WRONG = 'pinned-books-wrong'
 ORPHANED_ALLOCATION = 'orphaned-allocation'
 STALE_MIGRATION = 'stale-migration'
+STUCK_SERVER = 'server-stuck-in-move'
 #: in the order their repairs run: the moves that free shared CPUs
 #: before the restart of a node whose periodic task they made fail
-KINDS = (SHARED_PCPU, ERROR_SERVER, PERIODIC_FAILING, DEGRADED_FIX,
-         BOOKS_WRONG, STALE_MIGRATION, ORPHANED_ALLOCATION)
+KINDS = (SHARED_PCPU, ERROR_SERVER, STUCK_SERVER, PERIODIC_FAILING,
+         DEGRADED_FIX, BOOKS_WRONG, STALE_MIGRATION, ORPHANED_ALLOCATION)
 
 #: the family's symptoms, as Nova words them in an instance fault
 SYMPTOMS = (
@@ -66,6 +67,14 @@ IN_PROGRESS = ('queued', 'accepted', 'preparing', 'pre-migrating',
 _AUDIT_LINE = re.compile(
     r'Allocations for consumer UUID (?P<consumer>\S+) on Resource Provider '
     r'(?P<provider>\S+) can be deleted: (?P<allocations>.*)')
+
+#: the task states of a move, which only the move's own code clears: a
+#: server left in one with no move under way is stuck (no periodic task
+#: of Nova's resets it)
+MOVE_TASK_STATES = ('migrating', 'resize_prep', 'resize_migrating',
+                    'resize_migrated', 'resize_finish', 'resize_reverting',
+                    'resize_confirming', 'rebuilding', 'rebuild_spawning',
+                    'unshelving')
 
 #: the bug whose aborted (queued) live migrations leak their allocations
 ABORTED_LIVE_MIGRATION_BUG = '1949808'
@@ -191,6 +200,11 @@ def check_cell(report, cell, ctxt, now, migration_age):
             busy.update([(migration.source_compute, migration.source_node),
                          (migration.dest_compute, migration.dest_node)])
             _stale(report, cell, now, migration_age, migration, server)
+    under_way = set(migration.instance_uuid for migration in moving)
+    for instance in instances:
+        if (instance.task_state in MOVE_TASK_STATES and
+                instance.uuid not in under_way):
+            _stuck(report, cell, ctxt, now, migration_age, instance)
 
     by_node = {}
     for instance in instances:
@@ -238,6 +252,52 @@ def _stale(report, cell, now, migration_age, migration, server):
         migration.migration_type, migration.status, age, server.vm_state,
         server.task_state), repair, cell=cell, host=migration.source_compute,
         server=server.uuid, migration=migration.uuid)
+
+
+def _stuck(report, cell, ctxt, now, migration_age, instance):
+    """A server left in a move's task state with no move under way.
+
+    A move that failed half-way (its migration ``error``, or none at all)
+    and whose error handling did not run to the end (a compute killed, an
+    exception raised in the rollback itself) leaves the task state set:
+    Nova clears it only in the move's own code, so the server refuses
+    every action but a delete or a state reset, and its node's books are
+    not judged while it is there.
+    """
+    from nova import objects
+
+    age = _age(now, instance)
+    if age is None or age < migration_age:
+        return
+    migrations = objects.MigrationList.get_by_filters(
+        ctxt, {'instance_uuid': instance.uuid})
+    last = sorted(migrations, key=lambda m: m.created_at)[-1] if (
+        migrations) else None
+    detail = 'server %s/%s for %d s on %s, no move under way' % (
+        instance.vm_state, instance.task_state, age, instance.host)
+    if last is not None:
+        detail += ' (last move: %s %s, %s -> %s)' % (
+            last.migration_type, last.status, last.source_compute,
+            last.dest_compute)
+    name = symptom(instance.fault) if instance.fault is not None else None
+    if name is not None:
+        detail += '; %s: %s' % (name, instance.fault.message)
+    report.add(STUCK_SERVER, detail,
+               ['openstack server set --state active %s  # once its guest '
+                'is known to run on %s (openstack server show; the '
+                'hypervisor\'s own listing)' % (instance.uuid, instance.host)],
+               cell=cell, host=instance.host, node=instance.node,
+               server=instance.uuid,
+               migration=last.uuid if last is not None else None,
+               bug=(BUG_BY_ACTION.get(_LAST_ACTION_BY_TYPE.get(
+                   last.migration_type)) if last is not None and
+                   name is not None else None))
+
+
+#: a migration's type -> the instance action it belongs to
+_LAST_ACTION_BY_TYPE = {'live-migration': 'live-migration',
+                        'resize': 'resize', 'migration': 'migrate',
+                        'evacuation': 'evacuate'}
 
 
 def _error_server(report, cell, ctxt, instance):

@@ -57,6 +57,7 @@ from cloud_lib import bootstrap
 from cloud_lib import pinning
 from cloud_lib import rest
 from cloud_lib import soak as soak_mod
+from nova_revert_lock.audit.damage import MOVE_TASK_STATES
 
 #: name, the action, the host the point is armed on, what arms it, and
 #: what is done while that host waits at the point: a service stopped
@@ -474,6 +475,9 @@ class Runner(object):
             ('stale-migration', uuid)
             for uuid in record['stuck_migrations']
             if task_state or status == 'VERIFY_RESIZE']
+        if task_state in MOVE_TASK_STATES and not record['stuck_migrations']:
+            # a move that failed half-way and left its task state set
+            expected.append(('server-stuck-in-move', sid))
         if record['server_in_error'] and re.search(
                 'CPU(Unp|P)inningInvalid|subset of (pinned|free) CPU set',
                 record.get('fault') or ''):

@@ -119,3 +119,38 @@ class DamageReportTest(_DamageBase):
                          (stale['kind'], stale['server']))
         self.assertIn('resize confirm %s' % server['id'],
                       stale['repair'][0])
+
+    def test_server_stuck_in_a_move_once_old(self):
+        """A server left in a move's task state with no move under way (a
+        rollback that raised, a compute killed) is named, with its reset.
+        """
+        from nova import objects
+
+        server = self._boot('nrl-a', self.flavor_a, SOURCE)
+        instance = objects.Instance.get_by_uuid(self.ctxt, server['id'])
+        instance.task_state = 'migrating'
+        instance.save()
+        later = (datetime.datetime.now(datetime.timezone.utc) +
+                 datetime.timedelta(hours=2))
+        # Not before it is old: a move may be about to start.
+        self.assertEqual([], self.report().findings)
+        report = damage.Report()
+        damage.check_cell(report, 'cell1', self.ctxt, later, 3600)
+        (stuck,) = report.findings
+        self.assertEqual(
+            (damage.STUCK_SERVER, server['id'], SOURCE, None),
+            (stuck['kind'], stuck['server'], stuck['host'], stuck['bug']))
+        self.assertIn('active/migrating', stuck['detail'])
+        self.assertIn('no move under way', stuck['detail'])
+        self.assertEqual(
+            [damage.STATUS_FIRST],
+            report.repair_steps()[:1])
+        self.assertTrue(report.repair_steps()[1].startswith(
+            'openstack server set --state active %s' % server['id']))
+
+        # The repair, as the report says it (the API's reset-state).
+        self.api.post_server_action(server['id'],
+                                    {'os-resetState': {'state': 'active'}})
+        report = damage.Report()
+        damage.check_cell(report, 'cell1', self.ctxt, later, 3600)
+        self.assertEqual([], report.findings)
