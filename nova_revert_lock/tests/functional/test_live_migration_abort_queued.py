@@ -264,8 +264,7 @@ class LiveMigrationAbortQueuedTest(
 
     def setUp(self):
         if base.activation_disabled() and not nova_has_fix():
-            self.skipTest('plain Nova without the fix for bug 1949808 '
-                          '(the patch series does not carry it)')
+            self.skipTest('plain Nova without the fix for bug 1949808')
         super(LiveMigrationAbortQueuedTest, self).setUp()
         report = self.activation_report
         if nova_has_fix():

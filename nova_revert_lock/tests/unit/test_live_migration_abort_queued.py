@@ -55,6 +55,34 @@ FIXED = textwrap.dedent('''
             except KeyError:
                 pass
     ''')
+#: the shape of the fix of patches/ (train, ussuri, ussuri-21.2.4): the
+#: clean-up in a helper of the cancelled branch
+IN_HELPER = textwrap.dedent('''
+    class ComputeManager(object):
+        def _revert_queued_live_migration(self, context, instance,
+                                          migration):
+            self._revert_allocation(context, instance, migration)
+            if utils.is_neutron():
+                try:
+                    self.network_api.setup_networks_on_host(
+                        context, instance, host=migration.dest_compute,
+                        teardown=True)
+                except Exception:
+                    pass
+            instance.task_state = None
+            instance.save(expected_task_state=['migrating'])
+
+        def live_migration_abort(self, context, instance, migration_id):
+            try:
+                migration, future = (
+                    self._waiting_live_migrations.pop(instance.uuid))
+                if future and future.cancel():
+                    self._revert_queued_live_migration(
+                        context, instance, migration)
+                    self._set_migration_status(migration, 'cancelled')
+            except KeyError:
+                pass
+    ''')
 OPEN = textwrap.dedent('''
     class ComputeManager(object):
         def live_migration_abort(self, context, instance, migration_id):
@@ -98,6 +126,12 @@ class DeclarationsTest(test_base.BaseTestCase):
             {'nova.compute.manager': half}))
         self.assertFalse(half_fixed.fixed(parts))
 
+    def test_fix_in_a_helper_recognised(self):
+        parts = fixes.FIXES[NAME].fixed_when
+        in_helper = recognise.Recogniser(recognise.TextSources(
+            {'nova.compute.manager': IN_HELPER}))
+        self.assertTrue(in_helper.fixed(parts))
+
     def test_support_matrix_outcomes(self):
         expected = {
             # affected: one live_migration_abort from 20.0.0 to 24.1.0
@@ -113,6 +147,11 @@ class DeclarationsTest(test_base.BaseTestCase):
             '25.0.0': decision.FIXED_UPSTREAM,
             '31.3.1': decision.FIXED_UPSTREAM,
             '34.0.0': decision.FIXED_UPSTREAM,
+            # the builds of patches/ (train, ussuri, ussuri-21.2.4): the
+            # fix in a helper of live_migration_abort
+            '20.6.1+patches': decision.FIXED_UPSTREAM,
+            '21.1.0+patches': decision.FIXED_UPSTREAM,
+            '21.2.4+patches': decision.FIXED_UPSTREAM,
         }
         found = {label: decision.check_release(NAME, label).outcome
                  for label in expected}
@@ -120,7 +159,8 @@ class DeclarationsTest(test_base.BaseTestCase):
 
     def test_table_says_where_the_fix_is(self):
         fixed = fingerprint_table.FIXED[NAME]
-        for label in ('24.1.1', 'wallaby-eol', 'xena-eol', '25.0.0'):
+        for label in ('24.1.1', 'wallaby-eol', 'xena-eol', '25.0.0',
+                      '20.6.1+patches', '21.1.0+patches', '21.2.4+patches'):
             self.assertIn(label, fixed)
         for label in ('24.1.0', '23.2.2', 'victoria-eol', '20.6.1'):
             self.assertNotIn(label, fixed)
