@@ -53,16 +53,16 @@ SURVEYED_PATCHES = {
         'f8ee92dedb2192614cf557699c427e68564bcf30908ccb966bf20c29eb543606'),
     '31.3.1+patches': (
         '2025.1',
-        'daf91a0eba3ae5ebecdc62a0d9521cc7e7d36fed029febff336803defa39d8ed'),
+        '16367f7e35ddf88d3eb9e9f718a5d1b06caad268fe10013f510101e35bebdf28'),
     '32.2.1+patches': (
         '2025.2',
-        '252a04f0ff3f4f6a14717728f05339d7579cbcd695782fc5ee4e99f7f1f17c0b'),
+        'bccd74386f52f84a22eb484d47ba8548f15df38e3910e585e8809d1d3209621f'),
     '33.0.2+patches': (
         '2026.1',
-        '96d7b367521d085f9db31c6f771830420b85620a213f5b9ce2477ed0eeb6766f'),
+        '39806d355416e807e3a32af0951a9bbe86df3140506b5ee0f9785f9e22d27d35'),
     '34.0.0+patches': (
         '2026.2',
-        'c0743a1a26ab2b8b6d719f4e925614bfea7e20a22ccdc5d72a071b6ce577fc9d'),
+        '5c2d5061e28d71e326bbb1e7319c516a28275aa927e85e20fff549b505b7579b'),
 }
 
 #: Where each surveyed release was read from: ``pypi <file> sha256=...``
