@@ -121,8 +121,10 @@ class DamageReportTest(_DamageBase):
                       stale['repair'][0])
 
     def test_server_stuck_in_a_move_once_old(self):
-        """A server left in a move's task state with no move under way (a
-        rollback that raised, a compute killed) is named, with its reset.
+        """A server stuck in a move's task state is named, with its reset.
+
+        No move of it is under way: a rollback that raised, or a compute
+        killed mid-move, left the task state set.
         """
         from nova import objects
 

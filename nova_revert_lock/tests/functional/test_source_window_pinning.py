@@ -47,7 +47,6 @@ except ImportError:  # Nova < 23
 from nova_revert_lock import report as nrl_report
 from nova_revert_lock.tests.functional import base
 from nova_revert_lock.tests.functional import hooks
-from nova_revert_lock.tests.functional import test_source_window
 
 IMAGE = base.IMAGE
 SOURCE, DEST = 'nrl-host0', 'nrl-host1'
