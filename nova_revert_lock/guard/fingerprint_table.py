@@ -47,7 +47,7 @@ SURVEYED_PATCHES = {
         '5900c53663a4a4be27af23f89da2cb1417cb3a8d0cbf151de05daea273da0aa2'),
     '21.1.0+patches': (
         'ussuri',
-        'e89bcf37dd17356592a6349ff258b7b5c46b47b2d522d9158a12346eb971064f'),
+        '8714542ec93cb890f77309b11a2d6301ddb00c1d6b7eaa70bcaf501969a023bd'),
     '21.2.4+patches': (
         'ussuri-21.2.4',
         'f8ee92dedb2192614cf557699c427e68564bcf30908ccb966bf20c29eb543606'),
