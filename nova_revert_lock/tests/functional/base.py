@@ -51,6 +51,7 @@ from nova.tests.functional.api import client
 from nova_revert_lock import activation
 from nova_revert_lock import conf as nrl_conf
 from nova_revert_lock.guard import decision
+from nova_revert_lock.mixins import revert as revert_mixin
 from nova_revert_lock.mixins import source_window
 from nova_revert_lock import report as nrl_report
 from nova_revert_lock.tests.functional import hooks
@@ -501,6 +502,29 @@ def window_fixed_upstream():
     """
     check = source_window.SPEC.check()
     return check.outcome == decision.FIXED_UPSTREAM
+
+
+#: the tracker's claim drop, whose fix of bug 1879878 differs between
+#: upstream's (21.1.1 on) and the series of patches/ (Train, Ussuri)
+_REVERT_DROP = 'nova.compute.resource_tracker:ResourceTracker.drop_move_claim'
+
+
+def revert_fixed_by_series():
+    """True if the installed Nova's revert fix is a series of patches/.
+
+    The Train and Ussuri series fix bug 1879878 as the ``revert`` mixin
+    does: when the destination's save of the reverted instance fails, it
+    applies the migration context again before re-raising, where
+    upstream's fix (21.1.1 on) lets the error handler persist the
+    reverted record. Such a build is told by its claim drop, whose code
+    only patched builds have.
+    """
+    check = revert_mixin.SPEC.check()
+    if check.outcome != decision.FIXED_UPSTREAM:
+        return False
+    return any(f.ref == _REVERT_DROP and f.releases and
+               all(r.endswith('+patches') for r in f.releases)
+               for f in check.functions)
 
 
 class OnFixedWindowNovaMixin(object):

@@ -319,7 +319,12 @@ class CrossCellRaceTest(_CrossCellCase):
         self.assertEqual([], self.window_seen)
         # NOTE: as for confirm, the target cell copy keeps host=host2 until
         # the conductor hard-deletes it (upstream's fix measures the same).
-        self.assertEqual([('host2', 2, op['events'])], self.after_periodic)
+        # A Nova that closes the revert window (a series of patches/)
+        # remembers on the destination that the claim is gone and does not
+        # count that copy: 0.
+        counted = 0 if base.window_fixed_upstream() else 2
+        self.assertEqual([('host2', counted, op['events'])],
+                         self.after_periodic)
         self.assertEqual('reverted',
                          self.api_migration(server['id'])['status'])
         # What the source cell keeps: the old flavor, nothing stashed.
