@@ -163,3 +163,13 @@ class TrainNetworkMigration(NetworkMigration):
 
     def _nrl_network_migration(self, migration):
         return obj_base.obj_to_primitive(migration)
+
+
+def members(object_list):
+    """The list inside a Nova object list (a plain list as it is).
+
+    A loop over an ``InstanceList`` itself fetches each member through
+    the list object's ``__getitem__``; the periodic task's loops over a
+    node's instances read the list it holds instead.
+    """
+    return getattr(object_list, 'objects', object_list)

@@ -48,7 +48,8 @@ class IncomingMigrationContextTracker(object):
     def _update_usage_from_instances(self, context, instances, nodename):
         """Defer the counting; return all instances by uuid, as upstream."""
         self._nrl_deferred = (context, instances, nodename)
-        return dict((instance.uuid, instance) for instance in instances)
+        return {instance.uuid: instance
+                for instance in base.members(instances)}
 
     def _pair_instances_to_migrations(self, migrations, instance_by_uuid):
         """Apply the incoming contexts, count the instances, then pair."""

@@ -196,9 +196,13 @@ class SourceWindowTracker(object):
     def _update_usage_from_instances(self, context, instances, nodename):
         """Leave out what reverts gave back; still return every instance."""
         leaving = self._nrl_given_back(context, instances, nodename)
-        counted = instances
-        if leaving:
-            counted = [i for i in instances if i.uuid not in leaving]
+        if not leaving:
+            # NOTE: the periodic task's every run and node: no second loop
+            # over the instances, which upstream's return already has.
+            return super(
+                SourceWindowTracker, self)._update_usage_from_instances(
+                    context, instances, nodename)
+        counted = [i for i in instances if i.uuid not in leaving]
         instance_by_uuid = super(
             SourceWindowTracker, self)._update_usage_from_instances(
                 context, counted, nodename)
@@ -214,8 +218,10 @@ class SourceWindowTracker(object):
         """Instance uuid -> Migration of the reverts whose claim is gone."""
         found = []
         try:
-            for instance in instances:
-                if _reverting(instance):
+            # NOTE: once per instance on every run: the cheap test first.
+            for instance in base.members(instances):
+                if (instance.task_state == task_states.RESIZE_REVERTING and
+                        _reverting(instance)):
                     migration = self._nrl_migration_of(context, instance)
                     if _given_back(migration, self.host, nodename):
                         found.append((migration, instance))

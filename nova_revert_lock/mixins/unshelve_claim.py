@@ -88,8 +88,10 @@ class UnshelveClaimTracker(object):
         instance_by_uuid = super(
             UnshelveClaimTracker, self)._update_usage_from_instances(
                 context, instances, nodename)
-        for instance in instances:
-            if (being_unshelved(instance) and
+        # NOTE: once per instance on every run: the cheap test first.
+        for instance in base.members(instances):
+            if (instance.vm_state == vm_states.SHELVED_OFFLOADED and
+                    being_unshelved(instance) and
                     instance.uuid not in self.tracked_instances):
                 self._update_usage_from_instance(context, instance,
                                                  nodename)

@@ -204,17 +204,27 @@ def _rotated(modes, shift):
 def _periodic_order(scenarios, runs, modes):
     """[(scenario, mode)...]: one mode at a time, the modes interleaved.
 
-    Run after run, scenario after scenario, each mode takes one turn, and
-    the order of the modes rotates from one turn to the next, so that each
-    mode runs as often first as last.
+    Run after run, scenario after scenario, each mode takes one turn. The
+    order of the modes is the run's, the same for every scenario, and
+    changes from run to run: the rotations of the modes, every other run
+    in the reverse order. So, per scenario, each mode runs as often first
+    as last, and as often just after a given other mode as just before
+    it: the run right after another mode of the same process (a warm
+    one) and the run after a wait for another process (a cold one) fall
+    to each mode alike.
+
+    NOTE: a turn's order must not follow the turn's index across the
+    scenarios: with as many scenarios as modes (3 and 3 in
+    ``periodic_pair``) every scenario then had one order in every run.
     """
     order = []
-    step = 0
-    for _run in range(runs):
+    backwards = list(reversed(modes))
+    for run in range(runs):
+        turn = _rotated(list(modes) if run % 2 == 0 else backwards,
+                        run // 2)
         for scenario in scenarios:
-            for mode in _rotated(list(modes), step):
+            for mode in turn:
                 order.append((scenario, mode))
-            step += 1
     return order
 
 

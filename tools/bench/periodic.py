@@ -105,6 +105,7 @@ class PeriodicBench(object):
         self.expected = {}      # scenario name -> node -> vCPUs
         self.expected_nova = {}  # the same, counted by Nova's own tracker
         self.steps = {}         # scenario name -> set-up step -> seconds
+        self.last_nova = {}     # scenario name -> latest run's nova_tracker
         self.flavor = None
 
     def setup(self, specs):
@@ -251,13 +252,22 @@ class PeriodicBench(object):
         """
         host = self.hosts[name]
         manager = self.case.computes[host].manager
-        ctxt = self._context()
         rt = manager.rt
         composed = type(rt)
         if nova_tracker:
             rt.__class__ = nova_tracker_class(composed)
-        before = dict(self.calls)
         try:
+            if (self.last_nova.get(name, nova_tracker) != nova_tracker and
+                    self.expected[name] != self.expected_nova[name]):
+                # NOTE: the two classes count this host's reverts in
+                # flight differently: the first run after one of the other
+                # class saves the nodes' records and inventories again,
+                # which a host running one class never does. That run is
+                # not timed, whichever order the modes took in the turn.
+                manager.update_available_resource(self._context())
+            self.last_nova[name] = nova_tracker
+            ctxt = self._context()
+            before = dict(self.calls)
             cpu, wall = time.process_time(), time.perf_counter()
             manager.update_available_resource(ctxt)
             wall, cpu = time.perf_counter() - wall, time.process_time() - cpu

@@ -16,6 +16,7 @@ No timing is asserted here: the benchmark reports its targets, it does
 not enforce them.
 """
 
+import collections
 import os
 import tempfile
 import unittest
@@ -120,11 +121,38 @@ class PeriodicOrderTest(unittest.TestCase):
         for name in ('a', 'b'):
             for mode in cycle_driver.MODES:
                 self.assertEqual(3, order.count((name, mode)))
-        # each turn of the modes starts with another mode
-        firsts = [order[i][1] for i in range(0, len(order), 3)]
-        self.assertEqual(list(cycle_driver.MODES) * 2, firsts)
         self.assertEqual(['a', 'a', 'a', 'b', 'b', 'b'],
                          [scenario for scenario, _m in order[:6]])
+
+    def _turns(self, order, modes, name):
+        n = len(modes)
+        return [[mode for _s, mode in order[i:i + n]]
+                for i in range(0, len(order), n) if order[i][0] == name]
+
+    def test_each_scenario_balanced(self):
+        # NOTE: as many scenarios as modes, as periodic_pair runs: the
+        # order must still change from run to run for every scenario.
+        modes = ('plain', 'extension', 'extension@nova-rt')
+        names = ['one', 'many', 'reverts']
+        order = driver._periodic_order(names, 2 * len(modes), modes)
+        for name in names:
+            turns = self._turns(order, modes, name)
+            for position in range(len(modes)):
+                self.assertEqual(
+                    {mode: 2 for mode in modes},
+                    collections.Counter(t[position] for t in turns))
+            just_after = collections.Counter(
+                (t[i], t[i + 1]) for t in turns for i in range(len(t) - 1))
+            for (first, then), count in just_after.items():
+                self.assertEqual(count, just_after[(then, first)])
+
+    def test_every_run_one_order_for_all_scenarios(self):
+        modes = cycle_driver.PERIODIC_MODES
+        order = driver._periodic_order(['a', 'b'], 4, modes)
+        self.assertEqual(self._turns(order, modes, 'a'),
+                         self._turns(order, modes, 'b'))
+        firsts = [t[0] for t in self._turns(order, modes, 'a')]
+        self.assertEqual([modes[0], modes[-1], modes[1], modes[-2]], firsts)
 
 
 class PeriodicScenariosTest(unittest.TestCase):
