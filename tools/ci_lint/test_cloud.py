@@ -37,6 +37,7 @@ from cloud_lib import cloud  # noqa: E402
 from cloud_lib import configs  # noqa: E402
 from cloud_lib import damage  # noqa: E402
 from cloud_lib import hypervisor  # noqa: E402
+from cloud_lib import kill_points  # noqa: E402
 from cloud_lib import logcheck  # noqa: E402
 from cloud_lib import pinning  # noqa: E402
 from cloud_lib import procs  # noqa: E402
@@ -554,11 +555,67 @@ class TestFaultJudgement(unittest.TestCase):
             self.run_record('wrapper'), self.run_record(
                 'plain', negative=[{'host': 'h', 'reading': [-1, -256]}])))
 
+    def test_a_kill_may_leave_books_wrong_until_the_repair(self):
+        for name, wrong in (('s', True), ('random-resize-dest-prep', False),
+                            ('kill-resize-dest-prep', False)):
+            wrapper = self.run_record('wrapper', books_wrong=True)
+            plain = self.run_record('plain', books_wrong=True)
+            wrapper['scenario'] = plain['scenario'] = name
+            problems = self.judge(wrapper, plain)
+            self.assertEqual(wrong, bool(problems), (name, problems))
+        # Not where plain Nova leaves them right.
+        wrapper = self.run_record('wrapper', books_wrong=True)
+        plain = self.run_record('plain')
+        wrapper['scenario'] = plain['scenario'] = 'random-x'
+        self.assertEqual(['random-x: books_wrong worse with the extension '
+                          '(1 of 1 runs) than plain (0 of 1)'],
+                         self.judge(wrapper, plain))
+
     def test_not_run_fails(self):
         problems = self.judge({'scenario': 's', 'mode': 'wrapper',
                                'not_run': 'no iptables'},
                               self.run_record('plain'))
         self.assertTrue(any('no iptables' in p for p in problems), problems)
+
+
+class TestKillPoints(unittest.TestCase):
+
+    def test_the_same_seed_draws_the_same_kills(self):
+        self.assertEqual(kill_points.random_kills(7, 20),
+                         kill_points.random_kills(7, 20))
+        self.assertNotEqual(kill_points.random_kills(7, 20),
+                            kill_points.random_kills(8, 20))
+
+    def test_every_kill_is_a_point_the_hook_knows(self):
+        points = ('status-saving', 'status-saved', 'finish-revert',
+                  'dispatch')
+        kills = kill_points.random_kills(1, 200)
+        self.assertEqual({'random-%s' % k[0] for k in
+                          kill_points.KILL_POINTS}, {k[0] for k in kills})
+        for name, action, role, spec, outage in kills:
+            self.assertIn(action, ('resize', 'confirm', 'revert'))
+            self.assertIn(role, ('source', 'dest'))
+            self.assertIn(spec['point'], points)
+            self.assertIsNone(outage)
+            self.assertTrue(0 <= spec['delay'] <= kill_points.KILL_DELAY_S)
+        self.assertTrue(any(k[3]['delay'] == 0 for k in kills))
+        self.assertTrue(any(k[3]['delay'] > 0 for k in kills))
+
+    def test_a_delayed_kill_lets_the_step_go_on(self):
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmp)
+        code = ('import sys, time; sys.path.insert(0, %r); '
+                'from cloud_lib import fault_hook; '
+                'h = fault_hook.Hook(%r); '
+                'h.fire({"point": "p", "delay": 0.5}, "x"); '
+                'print("went on", flush=True); time.sleep(30)'
+                % (path('tools'), tmp))
+        proc = subprocess.run([sys.executable, '-c', code],
+                              stdout=subprocess.PIPE,
+                              universal_newlines=True, timeout=60)
+        self.assertEqual(-9, proc.returncode)
+        self.assertEqual('went on\n', proc.stdout)
+        self.assertTrue(os.path.exists(os.path.join(tmp, 'fault.fired')))
 
 
 class TestLogCheck(Base):

@@ -63,6 +63,9 @@ Then, by the spec's ``action``:
 
 ``kill`` (the default)
     it sends itself SIGKILL: no clean-up runs, as with the OOM killer;
+    with ``"delay": S`` (seconds) the step goes on and the kill comes
+    ``S`` seconds later, wherever the process then is (the random kill
+    points of ``faults --random``: between the named points too);
 ``pause``
     it waits, inside the section, until the runner writes
     ``fault.resume`` (it has stopped the broker or the database
@@ -74,6 +77,7 @@ Then, by the spec's ``action``:
 import json
 import os
 import signal
+import threading
 import time
 
 ARM = 'fault.json'
@@ -83,6 +87,11 @@ RESUME = 'fault.resume'
 PAUSE_S = 300
 #: the compute RPC client methods the ``rpc-call`` point can stop before
 RPC_POINTS = ('drop_move_claim_at_destination',)
+
+
+def _kill_after(delay):
+    time.sleep(delay)
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 class Hook(object):
@@ -114,7 +123,16 @@ class Hook(object):
             f.flush()
             os.fsync(f.fileno())
         if spec.get('action', 'kill') == 'kill':
-            os.kill(os.getpid(), signal.SIGKILL)
+            delay = float(spec.get('delay') or 0)
+            if delay <= 0:
+                os.kill(os.getpid(), signal.SIGKILL)
+            # NOTE: a thread (green under eventlet: it runs whenever the
+            # step yields, as any other greenthread would) that kills the
+            # process later; the step goes on meanwhile.
+            killer = threading.Thread(target=_kill_after, args=(delay,))
+            killer.daemon = True
+            killer.start()
+            return
         deadline = time.time() + PAUSE_S
         while not os.path.exists(self.resume) and time.time() < deadline:
             time.sleep(0.2)
