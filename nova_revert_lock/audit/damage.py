@@ -103,6 +103,27 @@ class Report(object):
     def add(self, *args, **kwargs):
         self.findings.append(finding(*args, **kwargs))
 
+    def holds_allocations(self, ctxt, consumer):
+        """Does ``consumer`` hold allocations in placement (a read)?
+
+        Unreadable: said so, and counted as holding none.
+        """
+        from nova.scheduler.client import report as report_client
+
+        try:
+            if getattr(self, '_placement', None) is None:
+                self._placement = report_client.SchedulerReportClient()
+            get = getattr(self._placement, 'get_allocs_for_consumer', None)
+            if get is not None:
+                held = get(ctxt, consumer).get('allocations')
+            else:
+                held = self._placement.get_allocations_for_consumer(
+                    ctxt, consumer)
+        except Exception as e:  # noqa: BLE001 - reported, not raised
+            self.cannot_read('placement allocations of %s' % consumer, e)
+            return False
+        return bool(held)
+
     def cannot_read(self, what, error):
         """``error``: an exception, or the reason as text."""
         if isinstance(error, Exception):
@@ -200,6 +221,17 @@ def check_cell(report, cell, ctxt, now, migration_age):
             busy.update([(migration.source_compute, migration.source_node),
                          (migration.dest_compute, migration.dest_node)])
             _stale(report, cell, now, migration_age, migration, server)
+        elif (server is not None and
+              (_age(now, migration) or 0) >= migration_age and
+              report.holds_allocations(ctxt, migration.uuid)):
+            # NOTE: a server at rest whose move still holds an allocation
+            # (placement's audit keeps it: the move is under way for it):
+            # the source's restart rolled a resize back (Nova's
+            # _init_instance clears resize_prep, reverts resize_migrating)
+            # or a state reset ended a stuck one, and the migration and its
+            # allocation stayed. Once the allocation is deleted the record
+            # left is history.
+            _stale(report, cell, now, migration_age, migration, server)
     under_way = set(migration.instance_uuid for migration in moving)
     for instance in instances:
         if (instance.task_state in MOVE_TASK_STATES and
@@ -231,9 +263,12 @@ def _moving(server):
 def _stale(report, cell, now, migration_age, migration, server):
     """A move older than ``migration_age`` that its server still shows.
 
-    Once the server is reset (no task state, not ``resized``) a record
-    left in a non-final status is history: Nova has no command to end
-    it, and it holds nothing the placement audit would not report.
+    Or one whose server is at rest but which still holds an allocation
+    (a resize the source's restart rolled back): placement's audit keeps
+    it, as the move is under way for it. Once the server is reset (no
+    task state, not ``resized``) and the move's allocation is deleted,
+    a record left in a non-final status is history: Nova has no command
+    to end it, and it holds nothing.
     """
     age = _age(now, migration)
     if age is None or age < migration_age:
@@ -244,14 +279,45 @@ def _stale(report, cell, now, migration_age, migration, server):
     else:
         repair = ['openstack server set --state active %s  # once its '
                   'guest is known to run on its host (openstack server '
-                  'show; the hypervisor\'s own listing)' % server.uuid,
-                  'openstack resource provider allocation delete %s  # '
-                  'what the move held; no service will finish it'
-                  % migration.uuid]
+                  'show; the hypervisor\'s own listing)' % server.uuid
+                  ] if _moving(server) else []
+        repair.append('openstack resource provider allocation delete %s  # '
+                      'what the move held; no service will finish it'
+                      % migration.uuid)
+        if _before_finish(migration):
+            repair += _heal(server.uuid)
     report.add(STALE_MIGRATION, '%s migration %s for %d s, server %s/%s' % (
         migration.migration_type, migration.status, age, server.vm_state,
         server.task_state), repair, cell=cell, host=migration.source_compute,
         server=server.uuid, migration=migration.uuid)
+
+
+#: a resize's or cold migration's statuses before the destination's
+#: ``finish_resize`` gives the server its new flavor
+_BEFORE_FINISH = ('pre-migrating', 'migrating', 'post-migrating')
+
+
+def _before_finish(migration):
+    """Did a stopped resize leave the server's allocation unlike its record?
+
+    The conductor moved the server's allocation to the destination (the
+    new flavor) before it asked the destination to prepare, and gave the
+    source's to the migration. The record moves to the destination in the
+    source's ``resize_instance``, and takes the new flavor only in the
+    destination's ``finish_resize``. A resize that stopped before that
+    leaves the server's own allocation on another host than its record or
+    with another flavor, which neither the state reset nor the deleted
+    allocation of the migration sets right.
+    """
+    return (migration.migration_type in ('resize', 'migration') and
+            migration.status in _BEFORE_FINISH)
+
+
+def _heal(server):
+    return ['openstack resource provider allocation delete %s  # the '
+            "server's own: the destination's, of the new flavor" % server,
+            'nova-manage placement heal_allocations --instance %s  # '
+            'made again from the server\'s flavor on its host' % server]
 
 
 def _stuck(report, cell, ctxt, now, migration_age, instance):

@@ -22,7 +22,10 @@ leaves nothing to report.
 """
 
 import datetime
+import time
 from unittest import mock
+
+import eventlet
 
 from nova import exception
 
@@ -156,3 +159,84 @@ class DamageReportTest(_DamageBase):
         report = damage.Report()
         damage.check_cell(report, 'cell1', self.ctxt, later, 3600)
         self.assertEqual([], report.findings)
+
+
+class StoppedResizeDamageTest(_DamageBase):
+    """A resize whose destination never ran ``prep_resize``.
+
+    As when the destination is killed as it takes the message off the
+    queue (acknowledged first, so its restart never sees it): the
+    conductor had already given the source's allocation to the
+    migration and the server's own to the destination, so the server
+    holds an allocation on a host it never reached. The report names
+    the migration with every step that sets placement right, and after
+    those steps, as printed, it is clean and placement's books agree.
+    """
+
+    def _usage(self, host):
+        (rp,) = self.placement_api.get(
+            '/resource_providers?name=%s' % host,
+            version='1.0').body['resource_providers']
+        rp = rp['uuid']
+        return self.placement_api.get(
+            '/resource_providers/%s/usages' % rp,
+            version='1.0').body['usages']
+
+    def test_resize_stopped_before_hand_over(self):
+        from nova.cmd import manage
+        from nova import objects
+
+        server = self._boot('nrl-a', self.flavor_a, SOURCE)
+        held = self._usage(SOURCE)
+        dest = self.computes[DEST].manager
+        with mock.patch.object(dest, 'prep_resize') as prep:
+            self.api.post_server_action(
+                server['id'], {'resize': {'flavorRef': self.flavor_b}})
+            deadline = time.time() + 20
+            while not prep.called and time.time() < deadline:
+                eventlet.sleep(0.1)
+            self.assertTrue(prep.called)
+        (migration,) = objects.MigrationList.get_by_filters(
+            self.ctxt, {'instance_uuid': server['id']})
+        self.assertEqual('pre-migrating', migration.status)
+        later = (datetime.datetime.now(datetime.timezone.utc) +
+                 datetime.timedelta(hours=2))
+
+        def found():
+            report = damage.Report()
+            damage.check_cell(report, 'cell1', self.ctxt, later, 3600)
+            return report
+
+        report = found()
+        (stale,) = report.findings
+        self.assertEqual((damage.STALE_MIGRATION, server['id'],
+                          migration.uuid),
+                         (stale['kind'], stale['server'],
+                          stale['migration']))
+        steps = [step.split('  #')[0] for step in stale['repair']]
+        self.assertEqual(
+            ['openstack server set --state active %s' % server['id'],
+             'openstack resource provider allocation delete %s'
+             % migration.uuid,
+             'openstack resource provider allocation delete %s'
+             % server['id'],
+             'nova-manage placement heal_allocations --instance %s'
+             % server['id']], steps)
+
+        # The reset alone (or a restart of the source, which clears
+        # resize_prep) leaves the migration and both allocations.
+        self.api.post_server_action(server['id'],
+                                    {'os-resetState': {'state': 'active'}})
+        report = found()
+        (stale,) = report.findings
+        self.assertEqual(steps[1:], [step.split('  #')[0]
+                                     for step in stale['repair']])
+
+        # The rest of the repair, as printed.
+        self.placement_api.delete('/allocations/%s' % migration.uuid)
+        self.placement_api.delete('/allocations/%s' % server['id'])
+        self.assertEqual(0, manage.PlacementCommands().heal_allocations(
+            instance_uuid=server['id']))
+        self.assertEqual(held, self._usage(SOURCE))
+        self.assertEqual(0, sum(self._usage(DEST).values()))
+        self.assertEqual([], found().findings)
