@@ -362,7 +362,7 @@ class Runner(object):
                 # missed, more gently: that is not the fault asked for
                 if not self.wait_dead(fired.get('pid'),
                                       spec['delay'] + 15):
-                    raise NotRun('%s was not killed %.1f s after %s' % (
+                    raise NotRun('%s was not killed %.2f s after %s' % (
                         victim, spec['delay'], fired.get('what')))
             recover = RECOVER_OUTAGE_S
             if outage == 'partition':
@@ -703,7 +703,7 @@ def main(argv=None):
         rec = runner.run(name, action, victim, spec, outage, n)
         records.append(rec)
         sys.stdout.write('fault %-28s %-7s run %d%s: %s\n' % (
-            name, args.mode, n, ' +%.1fs' % spec['delay']
+            name, args.mode, n, ' +%.2fs' % spec['delay']
             if spec.get('delay') else '',
             rec.get('not_run') or summary(rec)))
         sys.stdout.flush()

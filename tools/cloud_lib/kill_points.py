@@ -51,15 +51,17 @@ KILL_POINTS = (
     ('revert-source-finish', 'revert', 'source',
      {'point': 'finish-revert'}),
 )
-#: the longest random delay after a kill point, seconds
-KILL_DELAY_S = 3.0
+#: the longest random delay after a kill point, seconds: a step of the
+#: fake driver's moves takes a few tenths of a second (a libvirt one
+#: longer); past it the kill finds the move over
+KILL_DELAY_S = 1.0
 
 
 def random_kills(seed, count):
     """``count`` kill points and delays drawn with ``seed``: repeatable.
 
     Half the kills come at the point itself, half after a delay up to
-    KILL_DELAY_S (in tenths of a second). The same seed gives both
+    KILL_DELAY_S (in hundredths of a second). The same seed gives both
     modes the same sequence.
     """
     rng = random.Random(seed)
@@ -67,7 +69,7 @@ def random_kills(seed, count):
     for _ in range(count):
         name, action, role, spec = rng.choice(KILL_POINTS)
         delay = 0.0 if rng.random() < 0.5 else round(
-            rng.uniform(0.1, KILL_DELAY_S), 1)
+            rng.uniform(0.01, KILL_DELAY_S), 2)
         spec = dict(spec, delay=delay)
         out.append(('random-%s' % name, action, role, spec, None))
     return out
