@@ -467,6 +467,19 @@ class PeriodicPairTest(unittest.TestCase):
                       'process): 1.040', text)
 
 
+    def test_medians_across_fresh_pairs(self):
+        ready = {'plain': {'nova_version': '31.3.1', 'python': '3.11.7'},
+                 'extension': {'activation': 'already-fixed'}}
+        results = [periodic_pair.summarize(self._data(ms), ready)
+                   for ms in ((101, 102, 500), (103, 104, 105),
+                              (100, 100, 100))]
+        rows = periodic_pair.across_pairs(results)
+        self.assertEqual([3, 3, 3], [row['pairs'] for row in rows])
+        self.assertEqual([1.02, 1.04, 1.0], rows[0]['ratios'])
+        self.assertEqual(1.02, rows[0]['ratio'])
+        self.assertEqual(1.02, rows[0]['same_process_ratio'])
+
+
 class BusyNoteTest(unittest.TestCase):
 
     def test_only_when_busier_than_the_cpus(self):
