@@ -234,7 +234,11 @@ def check_cell(report, cell, ctxt, now, migration_age):
             _stale(report, cell, now, migration_age, migration, server)
     under_way = set(migration.instance_uuid for migration in moving)
     for instance in instances:
-        if (instance.task_state in MOVE_TASK_STATES and
+        # NOTE: a resized server (VERIFY_RESIZE) whose move is over
+        # (confirmed, reverted, error) is as stuck: the API confirms or
+        # reverts only a migration that is finished.
+        if ((instance.task_state in MOVE_TASK_STATES or
+             instance.vm_state == 'resized') and
                 instance.uuid not in under_way):
             _stuck(report, cell, ctxt, now, migration_age, instance)
 
@@ -322,6 +326,9 @@ def _heal(server):
 
 def _stuck(report, cell, ctxt, now, migration_age, instance):
     """A server left in a move's task state with no move under way.
+
+    Or left ``resized`` (``VERIFY_RESIZE``) once its move is over: a
+    compute killed in a confirm right after it saved ``confirmed``.
 
     A move that failed half-way (its migration ``error``, or none at all)
     and whose error handling did not run to the end (a compute killed, an

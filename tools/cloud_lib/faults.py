@@ -569,8 +569,11 @@ class Runner(object):
             for uuid in record['stuck_migrations']
             if task_state or status == 'VERIFY_RESIZE' or
             uuid in record['held_by_stuck']]
-        if task_state in MOVE_TASK_STATES and not record['stuck_migrations']:
-            # a move that failed half-way and left its task state set
+        if (task_state in MOVE_TASK_STATES or status == 'VERIFY_RESIZE') and (
+                not record['stuck_migrations']):
+            # a move that failed half-way and left its task state set, or
+            # a resized server whose move is over (neither confirmed nor
+            # reverted by the API any more)
             expected.append(('server-stuck-in-move', sid))
         if record['server_in_error'] and re.search(
                 'CPU(Unp|P)inningInvalid|subset of (pinned|free) CPU set',

@@ -161,6 +161,50 @@ class DamageReportTest(_DamageBase):
         self.assertEqual([], report.findings)
 
 
+class ResizedServerOfAnEndedMoveTest(_DamageBase):
+    """``VERIFY_RESIZE`` with a migration that is over.
+
+    What a source killed right after it saved ``confirmed`` leaves: the
+    API confirms or reverts only a ``finished`` migration, so nothing
+    but a state reset moves the server on.
+    """
+
+    def test_named_with_its_reset(self):
+        from nova import objects
+
+        server = self._boot('nrl-a', self.flavor_a, SOURCE)
+        with mock.patch('nova.virt.libvirt.driver.LibvirtDriver.'
+                        'migrate_disk_and_power_off', return_value='{}'):
+            self.api.post_server_action(
+                server['id'], {'resize': {'flavorRef': self.flavor_b}})
+            self._wait(server['id'], 'VERIFY_RESIZE')
+        (migration,) = objects.MigrationList.get_by_filters(
+            self.ctxt, {'instance_uuid': server['id']})
+        migration.status = 'confirmed'
+        migration.save()
+        # The source's restart: its first periodic task rebuilds its books.
+        self._periodic(SOURCE)
+        later = (datetime.datetime.now(datetime.timezone.utc) +
+                 datetime.timedelta(hours=2))
+        report = damage.Report()
+        damage.check_cell(report, 'cell1', self.ctxt, later, 3600)
+        self.assertEqual([damage.STUCK_SERVER], self.kinds(report),
+                         report.findings)
+        (stuck,) = report.findings
+        self.assertEqual((damage.STUCK_SERVER, server['id'], DEST),
+                         (stuck['kind'], stuck['server'], stuck['host']))
+        self.assertIn('resized/None', stuck['detail'])
+        self.assertIn('resize confirmed', stuck['detail'])
+        self.assertTrue(stuck['repair'][0].startswith(
+            'openstack server set --state active %s' % server['id']))
+
+        self.api.post_server_action(server['id'],
+                                    {'os-resetState': {'state': 'active'}})
+        report = damage.Report()
+        damage.check_cell(report, 'cell1', self.ctxt, later, 3600)
+        self.assertEqual([], report.findings)
+
+
 class StoppedResizeDamageTest(_DamageBase):
     """A resize whose destination never ran ``prep_resize``.
 
