@@ -128,7 +128,7 @@ def run_family(c, state_dir):
         # shared. The aborted live migration runs on the fake driver.
         steps.append('migrate-incoming')
     elif c.info.get('live_abort'):
-        steps.append('live-abort')
+        steps += ['live-abort', 'live-abort-queued']
     for step in steps:
         out = os.path.join(state_dir, 'family-%s-%s.json' % (label, step))
         before = _family_before(c)

@@ -14,6 +14,8 @@
 
     python family.py shelve OUT             shelve, offload, unshelve
     python family.py live-abort OUT         a live migration, aborted
+    python family.py live-abort-queued OUT  one of two live migrations,
+                                            aborted while queued
     python family.py migrate-incoming OUT   (libvirt) cold migrations onto
                                             a host whose guest holds the
                                             source's CPU
@@ -77,9 +79,11 @@ class Family(soak_mod.Soak):
     def action(self, sid, body):
         self.c.compute.post('/servers/%s/action' % sid, json=body)
 
-    def migration(self, sid):
+    def migration(self, sid, microversion=None):
+        """The server's last migration (with its uuid from 2.59)."""
+        kw = {'microversion': microversion} if microversion else {}
         migs = self.c.compute.get('/os-migrations', params={
-            'instance_uuid': sid}).json()['migrations']
+            'instance_uuid': sid}, **kw).json()['migrations']
         return sorted(migs, key=lambda m: m['id'])[-1] if migs else None
 
     def service(self, host):
@@ -188,6 +192,88 @@ class Family(soak_mod.Soak):
             rec['error'] = str(e)
         finally:
             self.delete([sid])
+        return rec
+
+    def live_abort_queued(self):
+        """A live migration aborted while it waits behind another.
+
+        A source runs one live migration at a time (Nova's default
+        ``max_concurrent_live_migrations``): of two started together,
+        one waits ``queued``. The conductor has already moved that
+        server's allocation to the destination and given the source's
+        to the migration; aborting it must give them back, unbind the
+        destination's ports and clear the task state (bugs 1949808 and
+        1960412: upstream's 219520d9ce, in 25.0.0, 24.1.1 and the
+        wallaby-eol tip; ``live_migration_abort_queued`` on the
+        releases before). Plain Nova before it cancels the migration
+        and leaves the rest: the server stuck ``migrating``, placement
+        holding it on both hosts.
+        """
+        host = sorted(self.providers())[0]
+        sids = [self.boot('nrl-family-live-%d' % i, host) for i in (1, 2)]
+        rec = {'step': 'live-abort-queued', 'server': None, 'source': host,
+               'under': [], 'stable': [], 'late': [], 'error': None,
+               'pinning': [], 'shared': []}
+        try:
+            for sid in sids:
+                self.wait(sid, 'ACTIVE')
+            # NOTE: both move: the watch's floor counts neither
+            base = self.base(sids[0])
+            flavor = self.flavors['nrl-1']
+            base[host] = [base[host][0] - flavor['vcpus'],
+                          base[host][1] - flavor['ram']]
+
+            def watch(hyp=None):
+                self.check_under(base, rec['under'], hyp)
+
+            for sid in sids:
+                self.c.compute.post(
+                    '/servers/%s/action' % sid, json={'os-migrateLive': {
+                        'host': None, 'block_migration': False}},
+                    microversion='2.53')
+            # NOTE: the fake driver holds the one that runs for 5 s
+            deadline = time.monotonic() + 60
+            queued = None
+            while queued is None:
+                migs = {sid: self.migration(sid, '2.59') for sid in sids}
+                for sid, mig in sorted(migs.items()):
+                    if mig and mig['status'] == 'queued':
+                        queued = (sid, mig)
+                if queued is None and (time.monotonic() > deadline or all(
+                        m and m['status'] in ('completed', 'error',
+                                              'failed', 'cancelled')
+                        for m in migs.values())):
+                    raise soak_mod.CycleError(
+                        'no live migration waited queued: %s' % ', '.join(
+                            '%s' % (m and m['status'])
+                            for m in migs.values()))
+                watch()
+                time.sleep(0.1)
+            sid, mig = queued
+            other = [s for s in sids if s != sid][0]
+            rec['server'] = sid
+            rec['dest'] = mig['dest_compute']
+            self.c.compute.delete('/servers/%s/migrations/%s'
+                                  % (sid, mig['id']), microversion='2.65')
+            self.wait_migration(sid, 'cancelled')
+            rec['migration_status'] = 'cancelled'
+            s = self.wait(sid, 'ACTIVE', watch)
+            rec['host_after'] = s['OS-EXT-SRV-ATTR:host']
+            self.wait(other, 'ACTIVE', watch)
+            self.wait_migration(other, 'completed')
+            if rec['host_after'] != host:
+                raise soak_mod.CycleError('the aborted server is on %s'
+                                          % rec['host_after'])
+            held = self.allocations(mig['uuid'])
+            if held:
+                raise soak_mod.CycleError(
+                    'the cancelled migration still holds %s' % held)
+            self._judge(rec, 'aborted while queued',
+                        self.holds(self.base(sid), host), watch)
+        except soak_mod.CycleError as e:
+            rec['error'] = str(e)
+        finally:
+            self.delete(sids)
         return rec
 
     def migrate_incoming(self, rounds=4):
@@ -326,6 +412,8 @@ def main(argv):
         return _write(argv[1], f.shelve())
     if cmd == 'live-abort':
         return _write(argv[1], f.live_abort())
+    if cmd == 'live-abort-queued':
+        return _write(argv[1], f.live_abort_queued())
     if cmd == 'migrate-incoming':
         return _write(argv[1], f.migrate_incoming())
     if cmd == 'evacuate-prepare':
