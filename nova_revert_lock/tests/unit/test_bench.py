@@ -466,7 +466,6 @@ class PeriodicPairTest(unittest.TestCase):
         self.assertIn('median ratio extension/extension@nova-rt (one '
                       'process): 1.040', text)
 
-
     def test_medians_across_fresh_pairs(self):
         ready = {'plain': {'nova_version': '31.3.1', 'python': '3.11.7'},
                  'extension': {'activation': 'already-fixed'}}
