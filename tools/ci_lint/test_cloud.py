@@ -772,6 +772,24 @@ class TestFamily(Base):
         rec.update(sections_by_kind={}, dest_mixins=[])
         self.assertEqual([], checks.judge_family({'evacuate': rec}))
 
+    def test_the_queued_abort_is_a_canary_on_a_plain_source(self):
+        fixed = {'wrong': False, 'error': None,
+                 'source_mixins': ['live_migration_abort_queued']}
+        self.assertEqual([], checks.judge_family(
+            {'live-abort-queued': fixed}))
+        self.assertEqual(['family live-abort-queued: boom'],
+                         checks.judge_family({'live-abort-queued': dict(
+                             fixed, wrong=True, error='boom')}))
+        # A plain source leaves the bug: that is the step's canary.
+        plain = {'wrong': True, 'error': 'bug 1949808', 'source_mixins': []}
+        self.assertEqual([], checks.judge_family(
+            {'live-abort-queued': plain}, 'plain'))
+        self.assertEqual(
+            ['family live-abort-queued: a plain source did not leave bug '
+             '1949808 (the step did not take its path)'],
+            checks.judge_family({'live-abort-queued': dict(
+                plain, wrong=False, error=None)}))
+
     def test_pinning_errors_count_against_the_fix_only(self):
         rec = {'wrong': False, 'error': None,
                'pinning_symptoms': {'h2': {'CPUPinningInvalid': 2}}}

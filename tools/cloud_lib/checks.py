@@ -177,6 +177,9 @@ def sections_by_kind(c):
     return counts, applied
 
 
+#: the fix of bug 1949808 on the source of ``live-abort-queued``
+QUEUED_ABORT_FIX = 'live_migration_abort_queued'
+
 #: The critical section a step's destination runs, where it applies the
 #: mixin: that the step took the mixin's path on a real compute.
 EXPECTED_SECTIONS = {'live-abort': 'live_migration_rollback',
@@ -248,6 +251,7 @@ def _note_mixins(rec, before, c):
             (host, diff(before[2].get(host, {}), n))
             for host, n in sorted(now.items())) if found)
     rec['dest_mixins'] = applied.get(rec.get('dest'), [])
+    rec['source_mixins'] = applied.get(rec.get('source'), [])
     print('family: %-10s mixins that logged: %s; critical sections: %s' % (
         rec['step'], ', '.join('%s (%d)' % kv for kv in sorted(
             rec['mixin_log_lines'].items())) or 'none',
@@ -268,6 +272,16 @@ def judge_family(results, mode=None):
     """
     problems = []
     for step, rec in sorted(results.items()):
+        if (step == 'live-abort-queued' and rec and
+                QUEUED_ABORT_FIX not in rec.get('source_mixins', [])):
+            # NOTE: a canary: the releases this step runs on (Train,
+            # Ussuri) lack upstream's fix, so a plain source leaves the
+            # bug; one that does not has not run the path.
+            if not rec.get('wrong', False):
+                problems.append('family %s: a plain source did not leave '
+                                'bug 1949808 (the step did not take its '
+                                'path)' % step)
+            continue
         if mode == 'wrapper' and rec and rec.get('pinning_symptoms'):
             problems.append('family %s: pinning errors with the fix: %s' % (
                 step, rec['pinning_symptoms']))

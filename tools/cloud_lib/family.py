@@ -257,19 +257,30 @@ class Family(soak_mod.Soak):
                                   % (sid, mig['id']), microversion='2.65')
             self.wait_migration(sid, 'cancelled')
             rec['migration_status'] = 'cancelled'
-            s = self.wait(sid, 'ACTIVE', watch)
+            deadline = time.monotonic() + 30
+            s = self.server(sid)
+            while (s.get('OS-EXT-STS:task_state') and
+                   time.monotonic() < deadline):
+                watch()
+                time.sleep(soak_mod.POLL)
+                s = self.server(sid)
             rec['host_after'] = s['OS-EXT-SRV-ATTR:host']
+            left = []
+            if s.get('OS-EXT-STS:task_state'):
+                left.append('the server stayed in task state %s (bug '
+                            '1960412)' % s['OS-EXT-STS:task_state'])
+            if self.allocations(mig['uuid']):
+                left.append('the cancelled migration still holds its '
+                            'source allocation (bug 1949808)')
+            if rec['host_after'] != host:
+                left.append('the aborted server is on %s'
+                            % rec['host_after'])
             self.wait(other, 'ACTIVE', watch)
             self.wait_migration(other, 'completed')
-            if rec['host_after'] != host:
-                raise soak_mod.CycleError('the aborted server is on %s'
-                                          % rec['host_after'])
-            held = self.allocations(mig['uuid'])
-            if held:
-                raise soak_mod.CycleError(
-                    'the cancelled migration still holds %s' % held)
             self._judge(rec, 'aborted while queued',
                         self.holds(self.base(sid), host), watch)
+            if left:
+                raise soak_mod.CycleError('; '.join(left))
         except soak_mod.CycleError as e:
             rec['error'] = str(e)
         finally:
