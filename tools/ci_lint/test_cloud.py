@@ -531,6 +531,13 @@ class TestFaultJudgement(unittest.TestCase):
                           'nova-manage placement audit --delete'],
                          row['repair'])
 
+    def test_what_the_cloud_held_before_a_run_is_not_the_runs(self):
+        carried = ['an allocation on h of ' + 'm' * 36 + ', not a server']
+        wrapper = self.run_record('wrapper', carried_in=carried)
+        self.assertEqual([], self.judge(wrapper, self.run_record('plain')))
+        self.assertEqual(carried,
+                         checks._fault_counts([wrapper])['s']['carried_in'])
+
     def test_a_repair_that_does_not_set_it_right_fails(self):
         problems = self.judge(self.repaired('wrapper', ok=False),
                               self.repaired('plain', ok=False))

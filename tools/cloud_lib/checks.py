@@ -1002,7 +1002,9 @@ def _fault_counts(records):
     for r in records:
         row = out.setdefault(r['scenario'], dict(
             [(m, 0) for m in FAULT_MEASURES], runs=0, not_run=[],
-            repair=[]))
+            repair=[], carried_in=[]))
+        # NOTE: what the cloud held before the run is not the run's
+        row['carried_in'] += r.get('carried_in') or []
         if r.get('not_run'):
             row['not_run'].append(r['not_run'])
             continue
@@ -1254,6 +1256,11 @@ def _faults(c, args):
                 if row['repair']:
                     print('repair %s (%s): %s' % (scenario, mode,
                                                   '; '.join(row['repair'])))
+        for mode in ('wrapper', 'plain'):
+            for scenario, row in sorted(by_mode.get(mode, {}).items()):
+                if row.get('carried_in'):
+                    print('found before %s (%s) and repaired first: %s' % (
+                        scenario, mode, '; '.join(row['carried_in'])))
         for p in problems:
             print('PROBLEM: %s' % p)
     return 1 if problems else 0

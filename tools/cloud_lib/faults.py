@@ -15,7 +15,11 @@
     python faults.py --state-dir DIR --mode MODE --out FILE [--repeat N]
 
 Runs inside the cloud's virtualenv, against the computes as they run
-(``tools/cloud faults`` switches them to each mode first). Each scenario
+(``tools/cloud faults`` switches them to each mode first). Each run
+starts on a cloud at rest that holds nothing it should not: what an
+earlier run or test left (an allocation of no server, books off what
+the servers hold) is recorded as carried in, repaired, and never judged
+as the run's. Each scenario
 (``SCENARIOS``) moves a server between two computes, arms a point
 (:mod:`fault_hook`) on one of them and, when the move reaches it:
 
@@ -294,11 +298,75 @@ class Runner(object):
 
     # -- one scenario ------------------------------------------------------
 
+    def leftovers(self, wait_s):
+        """What the cloud holds at rest that it should not, or [].
+
+        An allocation whose consumer is not a server (a migration that
+        is over, or one whose server is gone), and books (usage, then
+        placement) that differ from what the servers hold, for up to
+        ``wait_s`` while the periodic tasks catch up.
+        """
+        deadline = time.monotonic() + wait_s
+        while True:
+            left = []
+            servers = {s['id'] for s in self.soak.servers()}
+            for host, rp in sorted(self.soak.providers().items()):
+                held = self.c.placement.get(
+                    '/resource_providers/%s/allocations' % rp).json()[
+                        'allocations']
+                left += ['an allocation on %s of %s, not a server' % (
+                    host, consumer) for consumer in sorted(held)
+                    if consumer not in servers]
+            expected = self.soak.at_rest()
+            if expected is None:
+                left.append('a server is in a task state')
+            else:
+                for books, reading in (('usage', self.soak.hypervisors()),
+                                       ('placement', self.soak.placement())):
+                    left += ['%s of %s is %s, its servers hold %s' % (
+                        books, h, list(reading.get(h, ())), v)
+                        for h, v in sorted(expected.items())
+                        if tuple(reading.get(h, ())) != tuple(v)]
+            if not left or time.monotonic() > deadline:
+                return left
+            time.sleep(1)
+
+    def start_clean(self, record):
+        """Start the run on a cloud that holds nothing it should not.
+
+        What an earlier run (or an earlier test on the same cloud) left
+        would otherwise be judged as this run's: it is recorded
+        (``carried_in``) and repaired as an operator would (the
+        allocations of consumers that are not servers deleted), and the
+        run does not start if that does not set the books right.
+        """
+        left = self.leftovers(RECOVER_S)
+        if not left:
+            return
+        record['carried_in'] = left
+        servers = {s['id'] for s in self.soak.servers()}
+        for rp in self.soak.providers().values():
+            held = self.c.placement.get(
+                '/resource_providers/%s/allocations' % rp).json()[
+                    'allocations']
+            for consumer in held:
+                if consumer not in servers:
+                    self.c.placement.delete('/allocations/%s' % consumer)
+        left = self.leftovers(RECOVER_S)
+        if left:
+            raise NotRun('the cloud was not clean before the run, nor '
+                         'after its repair: %s' % '; '.join(left))
+
     def run(self, name, action, victim_role, spec, outage, n):
         hosts = sorted(self.soak.providers())
         source = hosts[n % len(hosts)]
         record = {'scenario': name, 'mode': self.mode, 'run': n,
                   'source': source}
+        try:
+            self.start_clean(record)
+        except NotRun as e:
+            record['not_run'] = str(e)
+            return record
         sid = self.soak.boot('nrl-fault-%s-%d' % (name, n), source)
         record['server'] = sid
         try:
@@ -668,9 +736,13 @@ def summary(rec):
             len(rec['repair']), _books(rec, 'after_repair_'),
             len(rec['after_repair_leaked']) + len(
                 rec['after_repair_held_by_stuck']))
-    return line + '; server moves again %s; next move on the host %s' % (
+    line += '; server moves again %s; next move on the host %s' % (
         'ok' if rec['server_usable'] else 'FAILED',
         'ok' if rec['next_move_ok'] else 'FAILED')
+    if rec.get('carried_in'):
+        line += ' (found before the run and repaired: %s)' % '; '.join(
+            rec['carried_in'])
+    return line
 
 
 def main(argv=None):

@@ -144,8 +144,24 @@ class Soak(object):
         return out
 
     def delete(self, sids, timeout=60):
-        """Delete the servers ``sids``, wait up to ``timeout`` s for it."""
+        """Delete the servers ``sids``, wait up to ``timeout`` s for it.
+
+        Then delete what their migrations still hold in placement: a
+        deleted server takes its own allocations along, not those of a
+        move a fault or a canary (plain Nova) left behind, which would
+        otherwise stay on the host and be found by the next test as if
+        it had left them.
+
+        :returns: the migrations whose allocations were deleted
+        """
+        migrations = []
         for sid in sids:
+            try:
+                migrations += self.c.compute.get(
+                    '/os-migrations', params={'instance_uuid': sid},
+                    microversion='2.59').json()['migrations']
+            except Exception:  # noqa: BLE001 - best effort clean-up
+                pass
             try:
                 self.c.compute.delete('/servers/%s' % sid)
             except Exception:  # noqa: BLE001 - best effort clean-up
@@ -154,6 +170,15 @@ class Soak(object):
         while time.monotonic() < deadline and any(
                 s['id'] in sids for s in self.servers()):
             time.sleep(0.5)
+        freed = []
+        for mig in migrations:
+            try:
+                if self.allocations(mig['uuid']):
+                    self.c.placement.delete('/allocations/%s' % mig['uuid'])
+                    freed.append(mig['uuid'])
+            except Exception:  # noqa: BLE001 - best effort clean-up
+                pass
+        return freed
 
     def error_detail(self, sid):
         """Why a server is in ERROR.
