@@ -123,6 +123,9 @@ TOP = os.path.dirname(os.path.dirname(os.path.dirname(
 RECOVER_S = 30
 #: the same after an outage (every service reconnects first)
 RECOVER_OUTAGE_S = 120
+#: how long a restarted compute may take to run its first periodic
+#: task: periodic_fuzzy_delay (Nova's default, 60 s), then one run
+FIRST_PERIODIC_S = 75
 #: after a partition: the compute's heartbeat notices, it reconnects
 #: (oslo.messaging backs off up to 30 s), and the source's second
 #: rollback call may still be waiting out its time-out
@@ -340,7 +343,11 @@ class Runner(object):
         allocations of consumers that are not servers deleted), and the
         run does not start if that does not set the books right.
         """
-        left = self.leftovers(RECOVER_S)
+        # NOTE: a compute restarted by the run before runs its first
+        # periodic task up to periodic_fuzzy_delay (60 s, Nova's default)
+        # after its start; until then a server deleted there since (one
+        # it gained by a move) stays in its usage: not a leftover yet
+        left = self.leftovers(FIRST_PERIODIC_S)
         if not left:
             return
         record['carried_in'] = left
@@ -495,19 +502,24 @@ class Runner(object):
         """
         negative = []
         expected, books = None, None
-        deadline = time.monotonic() + recover_s
+        started = time.monotonic()
         while True:
             hyp, plc = self.soak.hypervisors(), self.soak.placement()
             negative.extend({'host': h, 'reading': list(v)}
                             for h, v in hyp.items() if min(v) < 0)
             expected = self.soak.at_rest()
-            right = expected is not None and all(
-                tuple(hyp.get(h, ())) == tuple(v) and
+            placed = expected is not None and all(
                 tuple(plc.get(h, ())) == tuple(v)
                 for h, v in expected.items())
+            right = placed and all(tuple(hyp.get(h, ())) == tuple(v)
+                                   for h, v in expected.items())
             books = {'hypervisors': {h: list(v) for h, v in hyp.items()},
                      'placement': {h: list(v) for h, v in plc.items()}}
-            if right or time.monotonic() > deadline:
+            # NOTE: placement right and usage not: a restarted compute
+            # may not have run its first periodic task yet
+            waited = time.monotonic() - started
+            if right or waited > (max(recover_s, FIRST_PERIODIC_S)
+                                  if placed else recover_s):
                 break
             time.sleep(1)
         s = self.soak.server(sid)
