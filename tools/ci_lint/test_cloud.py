@@ -796,6 +796,17 @@ class TestFamily(Base):
              '1949808 (the step did not take its path)'],
             checks.judge_family({'live-abort-queued': dict(
                 plain, wrong=False, error=None)}))
+        # Upstream's fix (24.1.1, 25.0.0): a source without the mixin
+        # must end the abort right, as any other step.
+        for fixed_in in ('24.1.1', '25.0.0', '31.3.1'):
+            self.assertEqual([], checks.judge_family({
+                'live-abort-queued': dict(plain, wrong=False, error=None,
+                                          source_nova=fixed_in)}))
+            self.assertEqual(['family live-abort-queued: bug 1949808'],
+                             checks.judge_family({'live-abort-queued': dict(
+                                 plain, source_nova=fixed_in)}))
+        for affected in ('20.6.1', '21.1.2', '23.2.0', '24.1.0', None):
+            self.assertTrue(checks.lacks_queued_abort_fix(affected))
 
     def test_pinning_errors_count_against_the_fix_only(self):
         rec = {'wrong': False, 'error': None,

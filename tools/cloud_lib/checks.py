@@ -135,6 +135,10 @@ def run_family(c, state_dir):
         _venv_script(c, 'family.py', step, out)
         results[step] = load(out)
         _note_mixins(results[step], before, c)
+    novas = {h['host']: h['nova'] for h in c.computes()}
+    for rec in results.values():
+        if rec:
+            rec['source_nova'] = novas.get(rec.get('source'))
     computes = sorted(c.computes(), key=lambda h: h['host'])
     host, mode = computes[-1]['host'], computes[-1]['mode']
     out = os.path.join(state_dir, 'family-%s-evacuate.json' % label)
@@ -179,6 +183,20 @@ def sections_by_kind(c):
 
 #: the fix of bug 1949808 on the source of ``live-abort-queued``
 QUEUED_ABORT_FIX = 'live_migration_abort_queued'
+
+
+def lacks_queued_abort_fix(version):
+    """Does Nova ``version`` leave bug 1949808 (None: not known)?
+
+    Upstream's fix (219520d9ce) is in 25.0.0 and was backported to
+    24.1.1 only (and the wallaby-eol tip, no release).
+    """
+    try:
+        v = tuple(int(x) for x in (version or '').split('.')[:3])
+    except ValueError:
+        return True
+    return v < (24, 1, 1)
+
 
 #: The critical section a step's destination runs, where it applies the
 #: mixin: that the step took the mixin's path on a real compute.
@@ -273,10 +291,12 @@ def judge_family(results, mode=None):
     problems = []
     for step, rec in sorted(results.items()):
         if (step == 'live-abort-queued' and rec and
-                QUEUED_ABORT_FIX not in rec.get('source_mixins', [])):
-            # NOTE: a canary: the releases this step runs on (Train,
-            # Ussuri) lack upstream's fix, so a plain source leaves the
-            # bug; one that does not has not run the path.
+                QUEUED_ABORT_FIX not in rec.get('source_mixins', []) and
+                lacks_queued_abort_fix(rec.get('source_nova'))):
+            # NOTE: a canary: on a release without upstream's fix a plain
+            # source leaves the bug; one that does not has not run the
+            # path. (On a release with the fix the step is judged as
+            # any other.)
             if not rec.get('wrong', False):
                 problems.append('family %s: a plain source did not leave '
                                 'bug 1949808 (the step did not take its '
