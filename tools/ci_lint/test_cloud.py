@@ -36,6 +36,7 @@ from cloud_lib import checks  # noqa: E402
 from cloud_lib import cloud  # noqa: E402
 from cloud_lib import configs  # noqa: E402
 from cloud_lib import damage  # noqa: E402
+from cloud_lib import hostssh  # noqa: E402
 from cloud_lib import hypervisor  # noqa: E402
 from cloud_lib import kill_points  # noqa: E402
 from cloud_lib import logcheck  # noqa: E402
@@ -221,15 +222,49 @@ class TestComputeConfiguration(CloudBase):
                           self.c.state_dir, 'computes', 'h1', 'libvirt',
                           'run', 'libvirt-sock'), text)
         self.assertIn('[compute]\ncpu_dedicated_set = 0-1\n', text)
-        # one instances path for all: resizes need no ssh
+        # one instances path for all, each compute's own directory in
+        # its namespace; the destination of a resize's copy is my_ip
         self.assertIn('instances_path = %s\n' % os.path.join(
             self.c.state_dir, 'instances'), text)
-        self.assertIn('helper_command = ', text)
+        for i, (host, _m) in enumerate(cloud.COMPUTES):
+            self.assertIn('my_ip = 127.0.1.%d\n' % (i + 1),
+                          configs.compute(self.c, host))
+        self.assertIn('[privsep_osbrick]\nhelper_command = ', text)
         self.assertNotIn('nrl_cloud', text)
         # a live migration reaches the destination's own libvirtd
         self.assertIn('live_migration_uri = qemu+unix:///system?socket=%s\n'
                       % os.path.join(self.c.state_dir, 'computes', '%s',
                                      'libvirt', 'run', 'libvirt-sock'), text)
+
+    def test_each_libvirt_compute_has_its_own_instances(self):
+        state = os.path.join(self.tmp, 'lv')
+        saved = hypervisor.glob.glob
+        hypervisor.glob.glob = lambda pattern: []
+        try:
+            script = hypervisor.write(state, 'h1', 0, '127.0.1.1')
+        finally:
+            hypervisor.glob.glob = saved
+        with open(script) as f:
+            text = f.read()
+        own = os.path.join(state, 'computes', 'h1', 'libvirt', 'instances')
+        self.assertIn('mount --bind %s %s\n' % (
+            own, os.path.join(state, 'instances')), text)
+        self.assertTrue(os.path.isdir(own))
+        self.assertEqual(['/usr/bin/nsenter', '-t', '42', '--mount'][1:],
+                         hypervisor.nsenter(42)[1:])
+
+    def test_the_computes_ssh_with_the_clouds_own_key(self):
+        state = os.path.join(self.tmp, 'ssh-state')
+        conf = hostssh.write_clients(state, ['127.0.1.1', '127.0.1.2'])
+        with open(conf) as f:
+            text = f.read()
+        self.assertIn('Host 127.0.1.1 127.0.1.2\n', text)
+        self.assertIn('IdentityFile %s\n' % os.path.join(
+            state, 'ssh', 'id_rsa'), text)
+        self.assertIn('BatchMode yes\n', text)
+        for name in ('ssh', 'scp'):
+            with open(os.path.join(hostssh.bindir(state), name)) as f:
+                self.assertIn(' -F %s "$@"' % conf, f.read())
 
     def test_each_compute_reaches_the_broker_on_its_own_address(self):
         for i, (host, _m) in enumerate(cloud.COMPUTES):
@@ -394,9 +429,9 @@ class TestWhitebox(unittest.TestCase):
                                whitebox.run, train)
 
     def test_the_plugin_reaches_each_compute_on_its_own_address(self):
-        text = whitebox.sshd_config('/s/whitebox', 'h1', '127.0.1.1')
+        text = hostssh.sshd_config('/s/ssh', 'h1', '127.0.1.1')
         self.assertIn('ListenAddress 127.0.1.1:22\n', text)
-        self.assertIn('AuthorizedKeysFile /s/whitebox/id_rsa.pub\n', text)
+        self.assertIn('AuthorizedKeysFile /s/ssh/id_rsa.pub\n', text)
         self.assertIn('PasswordAuthentication no\n', text)
 
 

@@ -31,6 +31,7 @@ import threading
 import time
 
 from cloud_lib import configs
+from cloud_lib import hostssh
 from cloud_lib import hypervisor as hv
 from cloud_lib import pinning
 from cloud_lib import procs
@@ -810,8 +811,22 @@ class Cloud(object):
                 self.lock_trace(host), command,
                 '--config-file', self.compute_conf(host)]
         log = self.log(name + log_suffix)
-        pid = procs.start(name, argv, log)
-        entry = {'name': name, 'pid': pid, 'argv0': argv[3],
+        env = None
+        if self.hypervisor == 'libvirt':
+            # NOTE: in its libvirtd's mount namespace, where the
+            # instances path is this compute's own (hypervisor.py), with
+            # the cloud's ssh and scp first (a resize copies the disks).
+            daemon = [e for e in self.state.services
+                      if e.get('libvirt_host') == host and
+                      procs.alive(e['pid'], e['start_id'])]
+            if not daemon:
+                raise procs.StartError(name, 'its libvirtd does not run',
+                                       None)
+            argv = hv.nsenter(daemon[0]['pid']) + argv
+            env = dict(os.environ, PATH=os.pathsep.join(
+                [hostssh.bindir(self.state_dir), os.environ['PATH']]))
+        pid = procs.start(name, argv, log, env=env)
+        entry = {'name': name, 'pid': pid, 'argv0': command,
                  'port': None, 'log': log,
                  'start_id': procs.starttime(pid), 'host': host,
                  'mode': mode, 'nova': nova or self.info['nova']}
@@ -856,6 +871,11 @@ class Cloud(object):
                 raise UpError('computes of other releases run on the fake '
                               'driver only')
             lacking = hv.missing()
+            if hostssh.missing():
+                raise UpError('--hypervisor libvirt needs ssh between the '
+                              'computes (Debian: apt-get install '
+                              '--no-install-recommends %s)' % ' '.join(
+                                  hostssh.missing()))
             if lacking:
                 raise UpError('--hypervisor libvirt needs %s (Debian: '
                               'apt-get install --no-install-recommends %s '
@@ -949,6 +969,12 @@ class Cloud(object):
         if self.hypervisor == 'libvirt':
             for i, (host, _m) in enumerate(modes):
                 self.start_libvirtd(host, i)
+            try:
+                for entry in hostssh.start(self):
+                    say('%s on %s:22' % (entry['name'], self.broker_address(
+                        entry['ssh_host'])))
+            except hostssh.SshError as e:
+                raise UpError(str(e))
         for host, mode in modes:
             self.ensure_peer_venv(nova_of.get(host))
             self.write_compute_conf(host)
@@ -970,8 +996,6 @@ class Cloud(object):
                            if h in nova_of else '') for h, m in modes))
 
     def start_libvirtd(self, host, index):
-        # NOTE: the computes' one instances path (configs.libvirt_compute)
-        os.makedirs(os.path.join(self.state_dir, 'instances'), exist_ok=True)
         hv.write(self.state_dir, host, index, self.broker_address(host))
         name = 'libvirtd-%s' % host
         try:

@@ -265,13 +265,13 @@ def libvirt_compute(c, host, sections):
     default = dict(sections['DEFAULT'])
     default.update({
         'compute_driver': 'libvirt.LibvirtDriver',
-        # NOTE: one instances path for every compute, and one my_ip:
-        # the driver takes the storage for shared and resizes without
-        # ssh (the destination's address is its own).
-        'instances_path': os.path.join(c.state_dir, 'instances'),
-        # NOTE: on shared storage one compute's image cache manager
-        # would remove the base images of another's guests.
-        'image_cache_manager_interval': '-1',
+        # NOTE: one path for every compute, each compute's own
+        # directory in its namespace (hypervisor.py): local storage. The
+        # driver copies a resized server's disks to the same path on the
+        # destination's my_ip over ssh (hostssh.py), and a live
+        # migration copies them over NBD (a block migration).
+        'instances_path': hypervisor.instances(c.state_dir),
+        'my_ip': c.broker_address(host),
         # NOTE: the guests have no operating system to answer ACPI: a
         # clean shutdown (a resize powers the guest off) would wait the
         # default 60 s for nothing.
@@ -285,8 +285,8 @@ def libvirt_compute(c, host, sections):
         ('cpu_mode', 'host-model'),
         # NOTE: a live migration reaches the destination's libvirtd on
         # its own socket (Nova puts the destination's name for the %s);
-        # the shared instances path makes it a live migration without
-        # block copy.
+        # the memory and the disks go to the destination's QEMU at its
+        # migration_address (hypervisor.write).
         ('live_migration_uri', hypervisor.uri(c.state_dir, '%s')),
     ]
     if c.info.get('pcpu', True):
@@ -297,10 +297,14 @@ def libvirt_compute(c, host, sections):
         # allocated VCPU.
         default['vcpu_pin_set'] = DEDICATED_CPUS
         sections['DEFAULT'] = sorted(default.items())
-    # NOTE: root already: the privileged helper without sudo and
-    # rootwrap (the driver's file and mount steps run through it).
-    sections['nova_sys_admin'] = [('helper_command', os.path.join(
-        c.venv, 'bin', 'privsep-helper'))]
+    # NOTE: root already: the privileged helpers without sudo and
+    # rootwrap (the driver's file and mount steps run through Nova's;
+    # os-brick's connector, which pre_live_migration builds, through its
+    # own: its default, sudo nova-rootwrap, fails the live migration
+    # with FailedToDropPrivileges).
+    helper = os.path.join(c.venv, 'bin', 'privsep-helper')
+    for context in ('nova_sys_admin', 'privsep_osbrick'):
+        sections[context] = [('helper_command', helper)]
     return list(sections.items())
 
 

@@ -20,7 +20,16 @@ its own mount and UTS namespaces: the host's directories bound over
 as the hostname, which libvirt reports and Nova names the node after
 (two daemons with one name would be one resource provider). Its socket
 is in the host's state directory, where nova-compute finds it
-(``connection_uri``). The daemon runs in the foreground as the leader of
+(``connection_uri``).
+
+Storage is local to each compute, as on clouds without shared storage:
+every compute names one instances path (Nova copies a disk to the same
+path on the other host), and in each compute's namespace that path is
+the compute's own directory (:func:`own_instances`) bound over it. The
+compute's nova-compute and sshd run in the daemon's mount namespace
+(:func:`nsenter`), so the driver, QEMU and a resize's copy over ssh
+all see that compute's disks and no other's; a live migration is a
+block migration. The daemon runs in the foreground as the leader of
 its own session, stopped by pid like every other service; the guests
 are destroyed and undefined before it stops, and any QEMU left (a daemon
 killed first) is killed by the pid file libvirt wrote for it.
@@ -40,7 +49,8 @@ BINARIES = {'libvirtd': ('/usr/sbin', '/usr/bin'),
             'virsh': ('/usr/bin',),
             'qemu-system-x86_64': ('/usr/bin',),
             'qemu-img': ('/usr/bin',),
-            'unshare': ('/usr/bin', '/bin')}
+            'unshare': ('/usr/bin', '/bin'),
+            'nsenter': ('/usr/bin', '/bin')}
 #: the daemon's directories, bound over the system's in its namespace
 DIRS = (('etc', '/etc/libvirt'), ('run', '/run/libvirt'),
         ('lib', '/var/lib/libvirt'), ('cache', '/var/cache/libvirt'),
@@ -65,6 +75,25 @@ def missing():
 
 def base(state_dir, host):
     return os.path.join(state_dir, 'computes', host, 'libvirt')
+
+
+def instances(state_dir):
+    """The instances path every compute names (``instances_path``)."""
+    return os.path.join(state_dir, 'instances')
+
+
+def own_instances(state_dir, host):
+    """What ``instances(state_dir)`` is in ``host``'s namespace."""
+    return os.path.join(base(state_dir, host), 'instances')
+
+
+def nsenter(pid):
+    """The argv prefix that runs a command in a daemon's namespace.
+
+    The mount namespace only: the compute's own instances, nothing else
+    of the daemon's (its hostname is not the command's business).
+    """
+    return [_which('nsenter'), '-t', str(pid), '--mount']
 
 
 def socket_path(state_dir, host):
@@ -94,6 +123,10 @@ def write(state_dir, host, index, address):
     top = base(state_dir, host)
     for name, _system in DIRS:
         os.makedirs(os.path.join(top, name), exist_ok=True)
+    binds = [(os.path.join(top, name), system) for name, system in DIRS]
+    binds.append((own_instances(state_dir, host), instances(state_dir)))
+    os.makedirs(own_instances(state_dir, host), exist_ok=True)
+    os.makedirs(instances(state_dir), exist_ok=True)
     etc = os.path.join(top, 'etc')
     for path in glob.glob('/etc/libvirt/*'):
         # NOTE: the package's own files (nwfilter, qemu templates) as
@@ -151,9 +184,8 @@ def write(state_dir, host, index, address):
     with open(script, 'w') as f:
         f.write('\n'.join(
             ['set -eu', 'hostname %s' % host] +
-            ['mkdir -p %s && mount --bind %s %s' % (
-                system, os.path.join(top, name), system)
-             for name, system in DIRS] +
+            ['mkdir -p %s && mount --bind %s %s' % (path, own, path)
+             for own, path in binds] +
             # NOTE: its own pid file: the default, /run/libvirtd.pid, is
             # not under the directories bound, and a second daemon
             # could not take it.
