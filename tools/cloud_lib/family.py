@@ -16,6 +16,9 @@
     python family.py live-abort OUT         a live migration, aborted
     python family.py live-abort-queued OUT  one of two live migrations,
                                             aborted while queued
+    python family.py live-block OUT [ROUNDS]
+                                            (libvirt) pinned live (block)
+                                            migrations, failed ones too
     python family.py migrate-incoming OUT   (libvirt) cold migrations onto
                                             a host whose guest holds the
                                             source's CPU
@@ -44,6 +47,7 @@ raced in the functional tests.
 """
 
 import json
+import os
 import sys
 import time
 
@@ -287,6 +291,145 @@ class Family(soak_mod.Soak):
             self.delete(sids)
         return rec
 
+    def live_block(self, rounds=3):
+        """Pinned live migrations between libvirt computes, and failures.
+
+        Libvirt computes only (local storage: each a block migration,
+        ``block_migration: auto``). Each round, a pinned server:
+
+        * is live migrated to a destination where a directory of its
+          name is left over in the instances path (an earlier failed
+          move's): the destination's ``pre_live_migration`` raises
+          ``DestinationDiskExists``; the source sets the migration
+          ``error`` and rolls back, the destination drops its claim
+          (``live_migration_rollback``'s path, bug 1894095) while its
+          periodic task runs every second. The server must end ACTIVE
+          on its source, the destination's books and pins right;
+        * then live migrates to the destination and back, judged at
+          each end.
+
+        A guest holds the destination's first CPU, so the destination
+        claims the mover another CPU than its own on the source. The
+        destination's rollback saves the instance with the migration
+        context applied (Ussuri on): plain Nova leaves the destination's
+        pinning in the instance's record, and the source's books pin
+        that CPU while the guest runs on its own (bug 1894095's source
+        half: counted per round in ``source_half``).
+
+        On plain Nova the destination's periodic task between the
+        migration's ``error`` and the drop makes the drop subtract the
+        pinned CPUs again: ``CPUUnpinningInvalid`` raised back to the
+        source, whose rollback stops before it clears the task state,
+        so the server stays MIGRATING (a hit, counted in ``hits``; the
+        server is reset to go on). With the extension, none.
+        """
+        hosts = sorted(self.providers())
+        src, dst = hosts[0], hosts[1]
+        # NOTE: a guest on the destination's first CPU: the destination
+        # claims the mover another CPU than it has on its source
+        holder = self.boot('nrl-family-live-holder', dst)
+        sid = self.boot('nrl-family-live-block', src)
+        rec, base, watch = self.record('live-block', sid, src)
+        rec.update({'dest': dst, 'rounds': 0, 'hits': [], 'failures': 0,
+                    'moves': 0, 'source_half': []})
+        leftover = None
+        try:
+            self.wait(holder, 'ACTIVE')
+            self.wait(sid, 'ACTIVE', watch)
+            base = self.base(sid)
+            own = self.pins.instances_dir(dst) if self.pins else None
+            if not own or not os.path.isdir(own):
+                raise soak_mod.CycleError(
+                    'no instances directory of %s to leave a disk in: '
+                    '%s' % (dst, own))
+            for n in range(rounds):
+                leftover = os.path.join(own, sid)
+                os.mkdir(leftover)
+                self.live(sid, dst)
+                mig = self.ended(sid, ('error', 'failed'), watch)
+                # NOTE: the destination's rollback deletes the instance
+                # directory it found (local storage), leftover or not
+                if os.path.isdir(leftover):
+                    os.rmdir(leftover)
+                leftover = None
+                rec['failures'] += 1
+                s = self.server(sid)
+                if (s['status'] != 'ACTIVE' or
+                        s.get('OS-EXT-STS:task_state') or
+                        s['OS-EXT-SRV-ATTR:host'] != src):
+                    rec['hits'].append({
+                        'round': n, 'migration': mig['status'],
+                        'status': s['status'],
+                        'task_state': s.get('OS-EXT-STS:task_state'),
+                        'host': s['OS-EXT-SRV-ATTR:host']})
+                    # NOTE: as an operator would, to go on
+                    self.action(sid, {'os-resetState': {'state': 'active'}})
+                point = 'round %d: failed at %s' % (n, dst)
+                self._judge(rec, point, self.holds(base, src), watch)
+                if any(p['at'] == point and any(
+                        x.startswith(src + ':') for x in p.get('problems', ()))
+                       for p in rec['pinning']):
+                    # NOTE: the source's books pin other CPUs than its
+                    # guests run on: the destination's save of the
+                    # applied migration context (bug 1894095's source
+                    # half)
+                    rec['source_half'].append(n)
+                for there in (dst, src):
+                    self.live(sid, there)
+                    self.ended(sid, ('completed',), watch)
+                    s = self.wait(sid, 'ACTIVE', watch)
+                    if s['OS-EXT-SRV-ATTR:host'] != there:
+                        raise soak_mod.CycleError(
+                            'live migration to %s completed, server on '
+                            '%s' % (there, s['OS-EXT-SRV-ATTR:host']))
+                    rec['moves'] += 1
+                    self._judge(rec, 'round %d: on %s' % (n, there),
+                                self.holds(base, there), watch)
+                rec['rounds'] += 1
+        except soak_mod.CycleError as e:
+            rec['error'] = str(e)
+        finally:
+            if leftover and os.path.isdir(leftover):
+                os.rmdir(leftover)
+            self.delete([sid, holder])
+        return rec
+
+    def live(self, sid, host):
+        self.c.compute.post(
+            '/servers/%s/action' % sid, json={'os-migrateLive': {
+                'host': host, 'block_migration': 'auto'}},
+            microversion='2.30')
+
+    def ended(self, sid, statuses, watch):
+        """Wait for the last migration to end; it, if in ``statuses``."""
+        deadline = time.monotonic() + soak_mod.TIMEOUT
+        while True:
+            mig = self.migration(sid)
+            s = self.server(sid)
+            if mig and mig['status'] in ('completed', 'error', 'failed',
+                                         'cancelled') and not (
+                    mig['status'] == 'completed' and
+                    s.get('OS-EXT-STS:task_state')):
+                break
+            if time.monotonic() > deadline:
+                raise soak_mod.CycleError('live migration of %s not ended: '
+                                          '%s' % (sid, mig and mig['status']))
+            watch()
+            time.sleep(soak_mod.POLL)
+        if mig['status'] not in statuses:
+            raise soak_mod.CycleError(
+                'live migration of %s to %s ended %s, not %s' % (
+                    sid, mig['dest_compute'], mig['status'],
+                    ' or '.join(statuses)))
+        # NOTE: a failed one: the source's rollback goes on after the
+        # status; its end is the task state cleared (or never, a hit)
+        deadline = time.monotonic() + 30
+        while (self.server(sid).get('OS-EXT-STS:task_state') and
+               time.monotonic() < deadline):
+            watch()
+            time.sleep(soak_mod.POLL)
+        return mig
+
     def migrate_incoming(self, rounds=4):
         """Cold migrations onto a host whose guest holds the source's CPU.
 
@@ -425,6 +568,8 @@ def main(argv):
         return _write(argv[1], f.live_abort())
     if cmd == 'live-abort-queued':
         return _write(argv[1], f.live_abort_queued())
+    if cmd == 'live-block':
+        return _write(argv[1], f.live_block(*[int(n) for n in argv[2:3]]))
     if cmd == 'migrate-incoming':
         return _write(argv[1], f.migrate_incoming())
     if cmd == 'evacuate-prepare':

@@ -93,6 +93,18 @@ class Reader(object):
             return None
         return cls(json.loads(env[ENV_URIS]), env[ENV_DB])
 
+    def instances_dir(self, host):
+        """``host``'s own instances directory (hypervisor.own_instances).
+
+        The sibling of the directory of the socket its URI names, as
+        the daemon's log directory is.
+        """
+        m = re.search(r'socket=([^&]+)', self.uris.get(host, ''))
+        if not m:
+            return None
+        return os.path.join(os.path.dirname(os.path.dirname(m.group(1))),
+                            'instances')
+
     def qemu_log_tail(self, host, instance_name, lines=3):
         """The last lines of a guest's QEMU log on ``host``, or None.
 
