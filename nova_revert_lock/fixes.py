@@ -280,14 +280,17 @@ FIXES = collections.OrderedDict((fix.name, fix) for fix in (
     declare(
         'live_migration_rollback',
         'live migration rollback (destination): the dropped claim stays '
-        'uncounted, under COMPUTE_RESOURCE_SEMAPHORE (bug 1894095)',
+        'uncounted, under COMPUTE_RESOURCE_SEMAPHORE, and the instance '
+        'keeps its own NUMA topology (bug 1894095)',
         FAMILY, bugs=('1894095',),
         replaces=(_CM + 'drop_move_claim_at_destination',
+                  _CM + 'rollback_live_migration_at_destination',
                   _RT + '_update_usage_from_migrations',
                   _RT + '_update_usage_from_migration'),
         relies_on=(_CM + '_rollback_live_migration',
                    _CM + '_get_nodename',
-                   _RT + 'drop_move_claim'),
+                   _RT + 'drop_move_claim',
+                   _INSTANCE + 'apply_migration_context'),
         # No release carries it; patches/ does (train, ussuri,
         # ussuri-21.2.4, the stable series from 2025.1 on, master 0002):
         # the destination drops the claim in a locked tracker method that
@@ -316,6 +319,10 @@ FIXES = collections.OrderedDict((fix.name, fix) for fix in (
             'yoga': ('25.3.0',),
             'zed': ('26.2.2',),
             '2025.1': ('31.3.1',),
+            # 34.0.0 splits rollback_live_migration_at_destination (the
+            # work moves to _do_rollback_live_migration_at_destination):
+            # the wrapper's save back comes after both.
+            '2026.2': ('34.0.0',),
         }),
     declare(
         'live_migration_abort_queued',

@@ -1147,6 +1147,38 @@ FINGERPRINTS = {
              '32.2.0', '32.2.1', '32.2.1+patches', '33.0.0', '33.0.1',
              '33.0.2', '33.0.2+patches', '34.0.0', '34.0.0+patches'),
     },
+    'nova.compute.manager:ComputeManager.rollback_live_migration_at_destination': {
+        '1d54ecf0a2903667adbd026cd53f855d427cef4d9262057eb9714b5d0ce3e3e9':
+            ('20.0.0', '20.0.1', '20.1.0', '20.1.1', '20.2.0', '20.3.0',
+             '20.4.0', '20.4.1', '20.5.0', '20.6.0', '20.6.1',
+             '20.6.1+patches', 'train-eol'),
+        'a32c22a28abe439a160f4f921d3a04d76d6ddd51a64729331a7be30e2796a442':
+            ('21.0.0', '21.1.0', '21.1.1', '21.1.2', '21.2.0', '21.2.1',
+             '21.2.2', '21.2.3', '21.2.4', 'ussuri-eol', '22.0.0',
+             '22.0.1', '22.1.0', '22.2.0', '22.2.1', '22.2.2', '22.3.0',
+             '22.4.0', 'victoria-eol'),
+        '6006ccf7b2ee69b4ec7e526d665cbc1e080913abb4ebbcf03d2c3e5fd3246704':
+            ('21.1.0+patches', '21.2.4+patches'),
+        'acad35e501a68f3deb0dc62da7c6bedc57326879aa1c203faeb0a41f36a41de4':
+            ('23.0.0', '23.0.1', '23.0.2', '23.1.0', '23.2.0', '23.2.1',
+             '23.2.2', 'wallaby-eol', '24.0.0', '24.1.0', '24.1.1',
+             '24.2.0', '24.2.1', 'xena-eol', '25.0.0', '25.0.1', '25.1.0',
+             '25.1.1', '25.2.0', '25.2.1', '25.3.0', '26.0.0', '26.1.0',
+             '26.1.1', '26.2.0', '26.2.1', '26.2.2', '26.3.0', '27.0.0',
+             '27.1.0', '27.2.0', '27.3.0', '27.4.0', '27.5.0', '27.5.1',
+             '28.0.0', '28.0.1', '28.1.0', '28.2.0', '28.3.0', '28.3.1',
+             '2023.2-eol', '29.0.0', '29.0.1', '29.0.2', '29.1.0',
+             '29.2.0', '29.2.1', '30.0.0', '31.0.0'),
+        'fbaa6a7a4ff4e650f211ae9346cfd93fd877e9493ad50007210ad21f973bc02f':
+            ('29.2.2', '29.3.0', '29.4.0', '30.1.0', '30.2.0', '30.2.1',
+             '30.3.0', '2024.2-eol', '31.0.1', '31.1.0', '31.2.0',
+             '31.3.0', '31.3.1', '32.0.0', '32.1.0', '32.2.0', '32.2.1',
+             '33.0.0', '33.0.1', '33.0.2'),
+        '8bb3d04287aaf147b4f7793c0a310acae70f2eea87eda464b43b489e7b388440':
+            ('31.3.1+patches', '32.2.1+patches', '33.0.2+patches'),
+        '21ef4626ef81fea59747220a8765525480db58c0eab92e6b81bcaf941233a326':
+            ('34.0.0', '34.0.0+patches'),
+    },
     'nova.compute.resource_tracker:ResourceTracker._get_instance_type': {
         'ae515ee58b69f0943683e3d5a1631f8b29f456b893d9f82bbc49463036377b96':
             ('20.0.0', '20.0.1', '20.1.0', '20.1.1', '20.2.0', '20.3.0',
@@ -1965,6 +1997,22 @@ SOURCE_DIGESTS = {
     'nova.compute.manager:ComputeManager.revert_snapshot_based_resize_at_dest': {
         'c1375fee71b0e83e84efc6ff4b2fa8209a90e09476275544f4ae0b5512eef84e':
             '8d88fab3e16f68d5e730e4514e6af5d8a1af1b114e23dbf1c43bb34fc4355468',
+    },
+    'nova.compute.manager:ComputeManager.rollback_live_migration_at_destination': {
+        '23da660c46f738a23a0d0d1a68310f61d2c0d0caf692339c74c9ef0bfda34ba7':
+            '21ef4626ef81fea59747220a8765525480db58c0eab92e6b81bcaf941233a326',
+        '2add102877135f9ae08698d73d3e412e8b330b94d9385c2fc0bc0677b92f90ef':
+            '6006ccf7b2ee69b4ec7e526d665cbc1e080913abb4ebbcf03d2c3e5fd3246704',
+        '402716c224da684bbc75bb4b46d82b2186da03b135f1d140bc3513257090da03':
+            'a32c22a28abe439a160f4f921d3a04d76d6ddd51a64729331a7be30e2796a442',
+        '481a22dafb0d1a13329ee62714cf72027ff0e6c038db37d6cc2182b27e252979':
+            '1d54ecf0a2903667adbd026cd53f855d427cef4d9262057eb9714b5d0ce3e3e9',
+        '4820aefd0d405448db5ab3e006f19db8c2432925222393cc560596ce43cc1697':
+            'acad35e501a68f3deb0dc62da7c6bedc57326879aa1c203faeb0a41f36a41de4',
+        'a0b5425236c2f4b037736d976c55b8474c8294a83a540dff8d8cdfc17babafed':
+            '8bb3d04287aaf147b4f7793c0a310acae70f2eea87eda464b43b489e7b388440',
+        'e08ed13713fd0b7317534665a39482ef6176889c1b639889aeb777f6ae126f63':
+            'fbaa6a7a4ff4e650f211ae9346cfd93fd877e9493ad50007210ad21f973bc02f',
     },
     'nova.compute.resource_tracker:ResourceTracker._get_instance_type': {
         '606d9a2d266f0a79856fb0af61b4961d9e84bdd997712f9ebfaa294b36d13c82':

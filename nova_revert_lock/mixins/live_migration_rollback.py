@@ -43,15 +43,30 @@ The fix writes nothing. In the critical section that drops the claim:
   remembers the live migration the instance's migration context names,
   leaving it uncounted until it is no longer listed.
 
+The source's half (Ussuri on): the destination's
+``rollback_live_migration_at_destination`` runs the driver's rollback
+with the migration context applied to the instance (the destination's
+NUMA topology, PCI devices and resources, for the driver to clean up
+what it claimed there). When the libvirt driver cleans up a block
+migration's instance directory it saves the instance, applied context
+and all: the destination's pinning becomes the instance's. Upstream
+puts the object's own values back afterwards and never saves them, so
+the source's tracker books the destination's CPUs while the guest runs
+on its own, and a new pinned guest can be given the guest's CPUs. Seen
+on libvirt computes on every failed block migration that claimed other
+CPUs at the destination. The fix saves the instance's own values back
+right after upstream's method returns (or raises).
+
 Limits: a restart in the window counts the migration again, as plain
-Nova does. The source half of the bug (Ussuri on: the libvirt driver
-saves the instance with the migration context applied in
-``rollback_live_migration_at_destination``) stays open; closing it means
-replacing that larger method, different in every series.
+Nova does. Between the driver's save and the save back (one conductor
+call) a source periodic task may read the destination's pinning for one
+run; the next one reads the instance's own.
 """
 
 from nova.compute import manager as nova_manager
+from nova import exception
 from oslo_log import log as logging
+from oslo_utils import excutils
 
 from nova_revert_lock import locking
 from nova_revert_lock.mixins import base
@@ -137,8 +152,49 @@ class LiveMigrationRollbackTracker(object):
                     migration.dest_compute == self.host)
 
 
+#: the fields Instance.mutated_migration_context sets from the context
+CONTEXT_FIELDS = frozenset(('numa_topology', 'pci_requests', 'pci_devices',
+                            'resources'))
+
+
 class LiveMigrationRollbackMixin(object):
-    """Manager side: ``drop_move_claim_at_destination`` under the lock."""
+    """Manager side: ``drop_move_claim_at_destination`` under the lock.
+
+    And the instance's own resources saved back after the rollback.
+    """
+
+    def rollback_live_migration_at_destination(self, context, instance,
+                                               *args, **kwargs):
+        """Upstream's; then save back what the driver saved applied."""
+        try:
+            result = super(LiveMigrationRollbackMixin,
+                           self).rollback_live_migration_at_destination(
+                               context, instance, *args, **kwargs)
+        except Exception:
+            with excutils.save_and_reraise_exception():
+                self._nrl_save_own_resources(instance)
+        self._nrl_save_own_resources(instance)
+        return result
+
+    def _nrl_save_own_resources(self, instance):
+        """Save the instance's own values the context had replaced.
+
+        Upstream's mutated_migration_context sets them back on the
+        object on its way out, unsaved: they are the changed fields.
+        Where the driver saved nothing under the applied context this
+        writes what the database already holds.
+        """
+        changed = sorted(CONTEXT_FIELDS & instance.obj_what_changed())
+        if not changed:
+            return
+        LOG.debug('Saving the instance\'s own %s after the live migration '
+                  'rollback (the driver may have saved the destination\'s)',
+                  ', '.join(changed), instance=instance)
+        try:
+            instance.save()
+        except exception.InstanceNotFound:
+            LOG.debug('The instance is gone: nothing to save back',
+                      instance=instance)
 
     @nova_manager.wrap_exception()
     @nova_manager.wrap_instance_fault
