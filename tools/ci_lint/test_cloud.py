@@ -683,6 +683,27 @@ class TestLogCheck(Base):
         self.assertEqual((3, 3, 0), (plain['errors'], plain['probe_errors'],
                                      plain['other_errors']))
 
+    def test_injected_failures_are_counted_apart(self):
+        # the live-block step's destination failure, as the source logs it
+        made = [
+            '2026-12-07 01:04:23.926 13086 ERROR nova.compute.manager [-] '
+            '[instance: df48fd38] Pre live migration failed at '
+            'nrl-compute2: nova.exception_Remote.DestinationDiskExists_'
+            'Remote: The supplied disk path (/x) already exists',
+            '2026-12-07 01:04:23.926 13086 ERROR nova.compute.manager '
+            '[instance: df48fd38] Traceback (most recent call last):']
+        other = ('2026-12-07 01:05:00.000 13086 ERROR nova.compute.manager '
+                 '[-] boom')
+        ok, report = logcheck.check(self.services(made, []))
+        self.assertTrue(ok, report)
+        wrapper = [v for v in report['computes'] if v['mode'] == 'wrapper'][0]
+        self.assertEqual((2, 0, 2, 0), (
+            wrapper['errors'], wrapper['probe_errors'],
+            wrapper['injected_errors'], wrapper['other_errors']))
+        ok, report = logcheck.check(self.services(made + [other], []))
+        self.assertFalse(ok)
+        self.assertIn('ran the wrapper and logged 1', report['problems'][0])
+
     def test_our_errors_fail(self):
         ok, report = logcheck.check(self.services([
             '2026-12-01 13:00:00.000 1 ERROR nova_revert_lock.activation '

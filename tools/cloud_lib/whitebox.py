@@ -382,6 +382,7 @@ def run(c, modes=('wrapper', 'plain'), concurrency=1):
                                 ' '.join(lacking)))
     venv = ensure_venv(c)
     top = os.path.join(c.state_dir, 'whitebox')
+    os.makedirs(top, exist_ok=True)
     before = {comp['host']: comp['mode'] for comp in c.computes()}
     topology = host_topology(c, c.computes()[0]['host'])
     db = urlparse.urlparse(c.db_url('nova_cell1'))
