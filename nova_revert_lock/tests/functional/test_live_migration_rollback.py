@@ -29,13 +29,15 @@ reproducer (99850a0481) sets them up:
 On plain Nova host1's periodic task counts the in-progress migration
 again: host1 reads pCPUs 0-3 pinned while it holds only B. With the
 mixin host1 reads 0,1, and the migration record is the source's alone:
-the destination writes nothing upstream's would not, on any path (the
-source's status while the rollback runs, a source whose call to the
-destination timed out, a destination whose database calls fail).
+the destination writes no migration, on any path (the source's status
+while the rollback runs, a source whose call to the destination timed
+out, a destination whose database calls fail).
 
 What the source's periodic task reads in the window is recorded too:
-the mixin does not change it (see the module doc of
-:mod:`nova_revert_lock.mixins.live_migration_rollback`).
+plain Nova's destination saved the instance with the destination's
+pinning in its clean-up (Ussuri on); with the mixin the record is the
+instance's own again as the destination's rollback returns (see the
+module doc of :mod:`nova_revert_lock.mixins.live_migration_rollback`).
 
 The other rollback path: the destination's ``pre_live_migration``
 fails. The source sets the migration ``error`` before it rolls back, so
