@@ -60,14 +60,36 @@ context depends on the order the rollback's steps reach the database).
 The fix saves the instance's own values back right after upstream's
 method returns (or raises).
 
+That save must come before the source ends its rollback. The source
+*casts* ``rollback_live_migration_at_destination``, then *calls*
+``drop_move_claim_at_destination``, then clears the task state: nothing
+upstream waits for the destination's clean-up, which on libvirt computes
+destroys the incoming guest and deletes its files after the driver's
+save (seconds, for a migration aborted while it ran). The server was
+back ACTIVE with the destination's pinning in its record for that long,
+and the source's periodic task booked those CPUs. So the destination's
+``drop_move_claim_at_destination`` first waits for a rollback of the
+same instance in progress on the host, save back included (the cast
+arrives first: the source sends it first, to the same queue). Upstream
+already means the drop to come after the clean-up ("to ensure the
+specific resources claimed on destination are released safely"); this
+makes it so. The wait is bounded by half the RPC time-out, so that the
+source's call never times out on it; past that the claim is dropped
+anyway, with a WARNING.
+
 Limits: a restart in the window counts the migration again, as plain
-Nova does. Between the driver's save and the save back (one conductor
-call) a source periodic task may read the destination's pinning for one
-run; the next one reads the instance's own.
+Nova does. Without the drop call (a source or destination too old for
+NUMA live migration) there is no migration context either, and nothing
+of the destination's to save.
 """
+
+import collections
+import threading
+import time
 
 from nova.compute import manager as nova_manager
 from nova import exception
+from oslo_config import cfg
 from oslo_log import log as logging
 from oslo_utils import excutils
 
@@ -159,6 +181,57 @@ class LiveMigrationRollbackTracker(object):
 CONTEXT_FIELDS = frozenset(('numa_topology', 'pci_requests', 'pci_devices',
                             'resources'))
 
+#: the source's call waits this long (oslo.messaging's default) when
+#: the option is not registered
+DEFAULT_RPC_TIMEOUT = 60
+
+
+class Rollbacks(object):
+    """The destination's rollbacks in progress, per instance."""
+
+    def __init__(self):
+        self._cond = threading.Condition()
+        self._running = collections.Counter()
+
+    def start(self, uuid):
+        with self._cond:
+            self._running[uuid] += 1
+
+    def end(self, uuid):
+        with self._cond:
+            self._running[uuid] -= 1
+            if self._running[uuid] <= 0:
+                del self._running[uuid]
+            self._cond.notify_all()
+
+    def wait(self, uuid, timeout):
+        """Wait until no rollback of ``uuid`` runs, at most ``timeout`` s.
+
+        :returns: (whether none runs, seconds waited)
+        """
+        start = time.monotonic()
+        deadline = start + timeout
+        with self._cond:
+            while self._running.get(uuid):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False, time.monotonic() - start
+                self._cond.wait(left)
+        return True, time.monotonic() - start
+
+
+#: makes each manager's Rollbacks once
+_CREATE = threading.Lock()
+
+
+def _wait_timeout():
+    """Half the time the source's call to the destination waits."""
+    try:
+        timeout = cfg.CONF.rpc_response_timeout
+    except cfg.NoSuchOptError:
+        timeout = DEFAULT_RPC_TIMEOUT
+    return timeout / 2.0
+
 
 class LiveMigrationRollbackMixin(object):
     """Manager side: ``drop_move_claim_at_destination`` under the lock.
@@ -166,17 +239,37 @@ class LiveMigrationRollbackMixin(object):
     And the instance's own resources saved back after the rollback.
     """
 
+    #: the rollbacks in progress on this host (Rollbacks)
+    _nrl_rollbacks = None
+
+    def _nrl_rollbacks_running(self):
+        with _CREATE:
+            if self._nrl_rollbacks is None:
+                self._nrl_rollbacks = Rollbacks()
+            return self._nrl_rollbacks
+
     def rollback_live_migration_at_destination(self, context, instance,
                                                *args, **kwargs):
-        """Upstream's; then save back what the driver saved applied."""
+        """Upstream's; then save back what the driver saved applied.
+
+        The drop of the claim (:meth:`drop_move_claim_at_destination`)
+        waits for it to end.
+        """
+        # NOTE: before anything can yield: the drop call the source
+        # sends after this cast must find it
+        rollbacks = self._nrl_rollbacks_running()
+        rollbacks.start(instance.uuid)
         try:
-            result = super(LiveMigrationRollbackMixin,
-                           self).rollback_live_migration_at_destination(
-                               context, instance, *args, **kwargs)
-        except Exception:
-            with excutils.save_and_reraise_exception():
-                self._nrl_save_own_resources(instance)
-        self._nrl_save_own_resources(instance)
+            try:
+                result = super(LiveMigrationRollbackMixin,
+                               self).rollback_live_migration_at_destination(
+                                   context, instance, *args, **kwargs)
+            except Exception:
+                with excutils.save_and_reraise_exception():
+                    self._nrl_save_own_resources(instance)
+            self._nrl_save_own_resources(instance)
+        finally:
+            rollbacks.end(instance.uuid)
         return result
 
     def _nrl_save_own_resources(self, instance):
@@ -202,7 +295,24 @@ class LiveMigrationRollbackMixin(object):
     @nova_manager.wrap_exception()
     @nova_manager.wrap_instance_fault
     def drop_move_claim_at_destination(self, context, instance):
-        """Upstream's; the tracker remembers the claim as it drops it."""
+        """Upstream's; the tracker remembers the claim as it drops it.
+
+        After the destination's rollback of the instance, if one runs:
+        the source clears the task state when this returns.
+        """
+        timeout = _wait_timeout()
+        done, waited = self._nrl_rollbacks_running().wait(instance.uuid,
+                                                          timeout)
+        if not done:
+            LOG.warning('The live migration rollback on this host still '
+                        'runs after %.0f s: dropping its claim meanwhile '
+                        '(the source may book the destination\'s '
+                        'resources until the rollback saves the '
+                        'instance\'s own back)', waited, instance=instance)
+        elif waited >= 0.01:
+            LOG.debug('Waited %.2f s for the live migration rollback on '
+                      'this host before dropping its claim', waited,
+                      instance=instance)
         nodename = self._get_nodename(instance)
         LOG.debug('Dropping live migration resource claim on destination '
                   'node %s', nodename, instance=instance)

@@ -196,6 +196,38 @@ class _RollbackBase(test_source_window_pinning._PinningWindowBase):
 
         manager.rollback_live_migration_at_destination = rollback
 
+    def _slow_dest_cleanup(self, seconds=1.0):
+        """The destination's driver rollback takes ``seconds`` more.
+
+        After its save, as the libvirt driver's clean-up of a running
+        migration does (it destroys the incoming guest and deletes its
+        files): the source's cast does not wait for it. And the cast is
+        handled beside the call that follows it, as a real
+        nova-compute's RPC server does (a green thread per message;
+        this framework's server takes them one after the other): the
+        destination's manager runs it in a green thread of its own, on
+        a copy of what the source sent.
+        """
+        def rollback(orig, driver, *args, **kwargs):
+            try:
+                return orig(driver, *args, **kwargs)
+            finally:
+                eventlet.sleep(seconds)
+
+        hooks.wrap(self, 'nova.virt.libvirt.driver.LibvirtDriver.'
+                   'rollback_live_migration_at_destination', rollback)
+        dest = self.computes[DEST].manager
+
+        def cast(orig_cast, rpcapi, ctxt, instance, host, destroy_disks,
+                 migrate_data):
+            self.assertEqual(DEST, host)
+            eventlet.spawn(dest.rollback_live_migration_at_destination,
+                           ctxt, instance.obj_clone(), destroy_disks,
+                           migrate_data.obj_clone())
+
+        hooks.wrap(self, 'nova.compute.rpcapi.ComputeAPI.'
+                   'rollback_live_migration_at_destination', cast)
+
     def _live_migrate(self, server_id):
         self.api.post_server_action(
             server_id, {'os-migrateLive': {'host': DEST,
@@ -251,6 +283,8 @@ class _RollbackBase(test_source_window_pinning._PinningWindowBase):
         def drop_at_dest(orig_call, rpcapi, ctxt, instance, host, *a, **kw):
             result = orig_call(rpcapi, ctxt, instance, host, *a, **kw)
             if 'dropped' not in seen:
+                # NOTE: what the source clears the task state over
+                seen['record_at_drop'] = self._pcpus(instance.uuid)
                 seen['dropped'] = self._host_pinned(DEST)
                 seen['status'] = self._migration_of(instance.uuid).status
                 self._periodic(DEST)
@@ -332,6 +366,20 @@ class LiveMigrationRollbackTest(_RollbackBase):
         window = self._rollback_raced()
         self.assertEqual(self.pinned, seen['record'])
         self.assertEqual(self.pinned, window[SOURCE])
+        self.assertEqual(self.pinned, self._pcpus(self.server_a_id))
+
+    def test_the_source_ends_after_the_destinations_rollback(self):
+        """A slow clean-up at the destination: the record is right.
+
+        The source clears the task state once its drop call returns;
+        the drop waits for the destination's rollback, save back
+        included.
+        """
+        if not dest_cleanup_saves_applied_context():
+            self.skipTest('Train: the clean-up runs without the context')
+        self._slow_dest_cleanup()
+        seen = self._rollback_raced()
+        self.assertEqual(self.pinned, seen['record_at_drop'])
         self.assertEqual(self.pinned, self._pcpus(self.server_a_id))
 
     def test_through_the_conductor(self):
@@ -523,6 +571,18 @@ class LiveMigrationRollbackCanary(_RollbackBase):
         self._record_after_dest_rollback(seen)
         self._rollback_raced()
         self.assertEqual(self.claimed, seen['record'])
+
+    def test_slow_cleanup_leaves_the_source_the_destinations_pinning(self):
+        """The source half's window: the source ends before the clean-up.
+
+        The record holds the destination's pinning when the source's
+        drop call returns and it clears the task state.
+        """
+        if not dest_cleanup_saves_applied_context():
+            self.skipTest('Train: the clean-up runs without the context')
+        self._slow_dest_cleanup()
+        seen = self._rollback_raced()
+        self.assertEqual(self.claimed, seen['record_at_drop'])
 
 
 class _MixedFleetBase(_RollbackBase):
