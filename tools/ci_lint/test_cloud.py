@@ -36,6 +36,7 @@ from cloud_lib import checks  # noqa: E402
 from cloud_lib import cloud  # noqa: E402
 from cloud_lib import configs  # noqa: E402
 from cloud_lib import damage  # noqa: E402
+from cloud_lib import guest  # noqa: E402
 from cloud_lib import hostssh  # noqa: E402
 from cloud_lib import hypervisor  # noqa: E402
 from cloud_lib import kill_points  # noqa: E402
@@ -704,6 +705,20 @@ class TestLogCheck(Base):
         self.assertFalse(ok)
         self.assertIn('ran the wrapper and logged 1', report['problems'][0])
 
+    def test_aborted_jobs_are_counted_apart(self):
+        # the abort steps' failure, as the source's libvirt driver logs it
+        made = [
+            '2026-12-07 04:04:58.905 19639 ERROR nova.virt.libvirt.driver '
+            '[-] [instance: 67cec8cf] Live Migration failure: operation '
+            'aborted: job \'migration out\' canceled by client: '
+            'libvirt.libvirtError: operation aborted']
+        ok, report = logcheck.check(self.services(made, []))
+        self.assertTrue(ok, report)
+        wrapper = [v for v in report['computes'] if v['mode'] == 'wrapper'][0]
+        self.assertEqual((1, 1, 0), (
+            wrapper['errors'], wrapper['injected_errors'],
+            wrapper['other_errors']))
+
     def test_our_errors_fail(self):
         ok, report = logcheck.check(self.services([
             '2026-12-01 13:00:00.000 1 ERROR nova_revert_lock.activation '
@@ -729,6 +744,36 @@ class TestLogCheck(Base):
         self.assertIn('ran the wrapper and logged 2', report['problems'][0])
         ok, report = logcheck.check(self.services([err], PROBE + [err]))
         self.assertTrue(ok, report)
+
+
+class TestGuest(unittest.TestCase):
+    """The guest that dirties its memory: its bytes are its listing."""
+
+    def test_a_boot_sector(self):
+        sector = guest.boot_sector()
+        self.assertEqual(512, len(sector))
+        self.assertEqual(b'\x55\xaa', sector[510:])
+        image = guest.image_bytes()
+        self.assertEqual(4096, len(image))
+        self.assertEqual(sector, image[:512])
+
+    @unittest.skipUnless(shutil.which('as') and shutil.which('ld'),
+                         'GNU as and ld (binutils) assemble the listing')
+    def test_the_bytes_are_the_listing_assembled(self):
+        doc = guest.__doc__
+        listing = doc[doc.index('.code16'):].splitlines()
+        source = '\n'.join(line.split('#')[0].strip()
+                           for line in listing) + '\n'
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmp)
+        with open(os.path.join(tmp, 'g.S'), 'w') as f:
+            f.write(source)
+        subprocess.check_call(['as', '--32', '-o', 'g.o', 'g.S'], cwd=tmp)
+        subprocess.check_call(['ld', '-m', 'elf_i386', '-Ttext', '0x7c00',
+                               '--oformat', 'binary', '-o', 'g.bin',
+                               'g.o'], cwd=tmp)
+        with open(os.path.join(tmp, 'g.bin'), 'rb') as f:
+            self.assertEqual(f.read(), guest.boot_sector())
 
 
 class TestPinning(Base):

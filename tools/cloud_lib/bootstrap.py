@@ -14,7 +14,9 @@
 
     python bootstrap.py identity PORTS_JSON   service users, demo project,
                                               the catalog
-    python bootstrap.py image                 one small raw image
+    python bootstrap.py image                 one small raw image, and
+                                              the guest that dirties its
+                                              memory (guest.py)
     python bootstrap.py flavors               the two flavors moves use
     python bootstrap.py wait-hypervisors N    until N hypervisors are up
 
@@ -25,6 +27,7 @@ import json
 import sys
 import time
 
+from cloud_lib import guest
 from cloud_lib import rest
 
 PASSWORD_ENV = 'NRL_CLOUD_PASSWORD'
@@ -102,19 +105,26 @@ def identity(ports):
 
 def image():
     c = rest.Clients(rest.env_clouds_yaml())
-    images = c.image.get('/v2/images', params={'name': IMAGE_NAME}
+    # NOTE: the fake driver never reads the first; a few KB make a real
+    # upload. The second boots on libvirt computes (family's aborts).
+    ids = [_image(c, name, data) for name, data in (
+        (IMAGE_NAME, b'\0' * 4096),
+        (guest.DIRTY_IMAGE_NAME, guest.image_bytes()))]
+    print(ids[0])
+
+
+def _image(c, name, data):
+    images = c.image.get('/v2/images', params={'name': name}
                          ).json()['images']
     active = [i for i in images if i['status'] == 'active']
     if active:
-        print(active[0]['id'])
-        return
+        return active[0]['id']
     img = c.image.post('/v2/images', json={
-        'name': IMAGE_NAME, 'disk_format': 'raw',
+        'name': name, 'disk_format': 'raw',
         'container_format': 'bare', 'visibility': 'public'}).json()
-    # NOTE: the fake driver never reads it; a few KB make a real upload.
-    c.image.put('/v2/images/%s/file' % img['id'], data=b'\0' * 4096,
+    c.image.put('/v2/images/%s/file' % img['id'], data=data,
                 headers={'Content-Type': 'application/octet-stream'})
-    print(img['id'])
+    return img['id']
 
 
 def flavors(hypervisor='fake'):

@@ -122,9 +122,10 @@ def run_family(c, state_dir):
     steps = ['shelve']
     if c.hypervisor == 'libvirt':
         # NOTE: local storage: live migrations are block migrations;
-        # the aborted and the queued ones run on the fake driver (a
-        # zero-page guest's migration ends before an abort can land).
-        steps += ['live-block', 'migrate-incoming']
+        # the aborted ones migrate a guest that dirties its memory, or
+        # they would end before an abort could land (guest.py).
+        steps += ['live-block', 'live-abort-running', 'live-abort-queued',
+                  'migrate-incoming']
     elif c.info.get('live_abort'):
         steps += ['live-abort', 'live-abort-queued']
     for step in steps:
@@ -200,6 +201,7 @@ def lacks_queued_abort_fix(version):
 #: mixin: that the step took the mixin's path on a real compute.
 EXPECTED_SECTIONS = {'live-abort': 'live_migration_rollback',
                      'live-block': 'live_migration_rollback',
+                     'live-abort-running': 'live_migration_rollback',
                      'evacuate': 'evacuate_under_lock'}
 
 

@@ -16,6 +16,10 @@
     python family.py live-abort OUT         a live migration, aborted
     python family.py live-abort-queued OUT  one of two live migrations,
                                             aborted while queued
+    python family.py live-abort-running OUT [ROUNDS]
+                                            (libvirt) pinned live (block)
+                                            migrations aborted while they
+                                            run
     python family.py live-block OUT [ROUNDS]
                                             (libvirt) pinned live (block)
                                             migrations, failed ones too
@@ -52,12 +56,24 @@ import sys
 import time
 
 from cloud_lib import bootstrap
+from cloud_lib import guest
 from cloud_lib import pinning
 from cloud_lib import rest
 from cloud_lib import soak as soak_mod
 
 
+#: how a live migration aborted while it runs ends: ``cancelled``, or
+#: ``error`` when libvirt reports the job failed rather than cancelled
+#: (the destination's QEMU read the broken stream first); both roll back
+ABORTED = ('cancelled', 'error')
+
+
 class Family(soak_mod.Soak):
+
+    def __init__(self, clients, image, dirty=None, **kw):
+        super(Family, self).__init__(clients, image, **kw)
+        #: the image whose guest dirties its memory (guest.py), if any
+        self.dirty = dirty
 
     def record(self, name, sid, host):
         base = self.base(sid)
@@ -212,9 +228,20 @@ class Family(soak_mod.Soak):
         releases before). Plain Nova before it cancels the migration
         and leaves the rest: the server stuck ``migrating``, placement
         holding it on both hosts.
+
+        On libvirt computes the first server's guest dirties its memory
+        (guest.py): its block migration runs until aborted too, once the
+        queued one is judged, and both end on their source.
         """
-        host = sorted(self.providers())[0]
-        sids = [self.boot('nrl-family-live-%d' % i, host) for i in (1, 2)]
+        hosts = sorted(self.providers())
+        host = hosts[0]
+        libvirt = self.pins is not None
+        if libvirt and not self.dirty:
+            raise SystemExit('family: no image %s (bootstrap.py image)'
+                             % guest.DIRTY_IMAGE_NAME)
+        sids = [self.boot('nrl-family-live-%d' % i, host,
+                          image=self.dirty if libvirt and i == 1 else None)
+                for i in (1, 2)]
         rec = {'step': 'live-abort-queued', 'server': None, 'source': host,
                'under': [], 'stable': [], 'late': [], 'error': None,
                'pinning': [], 'shared': []}
@@ -231,11 +258,18 @@ class Family(soak_mod.Soak):
                 self.check_under(base, rec['under'], hyp)
 
             for sid in sids:
+                if libvirt:
+                    # NOTE: the first runs before the second is asked
+                    self.live(sid, hosts[1])
+                    if sid == sids[0]:
+                        self.running(sid, watch)
+                    continue
                 self.c.compute.post(
                     '/servers/%s/action' % sid, json={'os-migrateLive': {
                         'host': None, 'block_migration': False}},
                     microversion='2.53')
-            # NOTE: the fake driver holds the one that runs for 5 s
+            # NOTE: the fake driver holds the one that runs for 5 s, the
+            # dirtying guest's as long as it is not aborted
             deadline = time.monotonic() + 60
             queued = None
             while queued is None:
@@ -279,8 +313,18 @@ class Family(soak_mod.Soak):
             if rec['host_after'] != host:
                 left.append('the aborted server is on %s'
                             % rec['host_after'])
+            if libvirt:
+                mig = self.migration(other)
+                self.c.compute.delete('/servers/%s/migrations/%s'
+                                      % (other, mig['id']),
+                                      microversion='2.24')
+                # NOTE: libvirt may report the aborted job failed (the
+                # destination's QEMU read a broken stream first): Nova
+                # then rolls back with the migration ``error``
+                self.ended(other, ABORTED, watch)
+            else:
+                self.wait_migration(other, 'completed')
             self.wait(other, 'ACTIVE', watch)
-            self.wait_migration(other, 'completed')
             self._judge(rec, 'aborted while queued',
                         self.holds(self.base(sid), host), watch)
             if left:
@@ -290,6 +334,120 @@ class Family(soak_mod.Soak):
         finally:
             self.delete(sids)
         return rec
+
+    def live_abort_running(self, rounds=4):
+        """Pinned live migrations between libvirt computes, aborted.
+
+        Libvirt computes only (block migrations, local storage). The
+        server boots from the image whose guest dirties its memory
+        (guest.py), so its migration stays ``running`` until aborted.
+        Each round it is live migrated to the destination, aborted
+        (``DELETE /servers/{id}/migrations/{id}``) a little later each
+        round once it reads ``running``, and must end ACTIVE on its
+        source with the migration ``cancelled`` (or ``error``, see
+        ABORTED; counted in ``ended``), both hosts' books and pins
+        right. The abort's rollback is bug 1894095's: the source
+        sets the migration ``cancelled``, the destination drops its
+        claim (``live_migration_rollback``) while its periodic task runs
+        every second; a guest holds the destination's first CPU, so the
+        destination claims the mover another CPU than its own (the
+        source half, counted in ``source_half`` as in live-block). A
+        server left in a move's state is a hit (``hits``; reset to go
+        on).
+        """
+        if not self.dirty:
+            raise SystemExit('family: no image %s (bootstrap.py image)'
+                             % guest.DIRTY_IMAGE_NAME)
+        hosts = sorted(self.providers())
+        src, dst = hosts[0], hosts[1]
+        holder = self.boot('nrl-family-live-holder', dst)
+        sid = self.boot('nrl-family-live-running', src, image=self.dirty)
+        rec, base, watch = self.record('live-abort-running', sid, src)
+        rec.update({'dest': dst, 'rounds': 0, 'hits': [], 'aborts': 0,
+                    'running_s': [], 'source_half': [], 'ended': {}})
+        try:
+            self.wait(holder, 'ACTIVE')
+            self.wait(sid, 'ACTIVE', watch)
+            base = self.base(sid)
+            for n in range(rounds):
+                self.live(sid, dst)
+                mig = self.running(sid, watch)
+                # NOTE: a later abort each round: the rollback meets
+                # the destination's periodic task at other points
+                wait = 0.5 + 0.7 * (n % 4)
+                started = time.monotonic()
+                while time.monotonic() - started < wait:
+                    watch()
+                    time.sleep(soak_mod.POLL)
+                if self.migration(sid)['status'] != 'running':
+                    raise soak_mod.CycleError(
+                        'the live migration of %s ended by itself (%s): '
+                        'its guest does not dirty its memory'
+                        % (sid, self.migration(sid)['status']))
+                rec['running_s'].append(round(
+                    time.monotonic() - mig['_seen'], 2))
+                self.c.compute.delete('/servers/%s/migrations/%s'
+                                      % (sid, mig['id']),
+                                      microversion='2.24')
+                mig = self.ended(sid, ABORTED, watch)
+                rec['aborts'] += 1
+                rec['ended'][mig['status']] = rec['ended'].get(
+                    mig['status'], 0) + 1
+                self._hit(rec, n, sid, src)
+                point = 'round %d: aborted' % n
+                self._judge(rec, point, self.holds(base, src), watch)
+                self._source_half(rec, n, point, src)
+                rec['rounds'] += 1
+        except soak_mod.CycleError as e:
+            rec['error'] = str(e)
+        finally:
+            self.delete([sid, holder])
+        return rec
+
+    def running(self, sid, watch, timeout=60):
+        """Wait for the last migration of ``sid`` to read ``running``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            mig = self.migration(sid)
+            if mig and mig['status'] == 'running':
+                mig['_seen'] = time.monotonic()
+                return mig
+            if mig and mig['status'] in ('completed', 'error', 'failed',
+                                         'cancelled'):
+                raise soak_mod.CycleError(
+                    'the live migration of %s ended %s before it ran'
+                    % (sid, mig['status']))
+            if time.monotonic() > deadline:
+                raise soak_mod.CycleError(
+                    'no running live migration of %s: %s'
+                    % (sid, mig and mig['status']))
+            watch()
+            time.sleep(soak_mod.POLL)
+
+    def _hit(self, rec, n, sid, src):
+        """A server not back ACTIVE on its source: a hit, reset."""
+        s = self.server(sid)
+        if (s['status'] != 'ACTIVE' or s.get('OS-EXT-STS:task_state') or
+                s['OS-EXT-SRV-ATTR:host'] != src):
+            rec['hits'].append({
+                'round': n, 'migration': self.migration(sid)['status'],
+                'status': s['status'],
+                'task_state': s.get('OS-EXT-STS:task_state'),
+                'host': s['OS-EXT-SRV-ATTR:host']})
+            # NOTE: as an operator would, to go on
+            self.action(sid, {'os-resetState': {'state': 'active'}})
+
+    @staticmethod
+    def _source_half(rec, n, point, src):
+        """The source's books pin other CPUs than its guests run on.
+
+        The destination's save of the applied migration context (bug
+        1894095's source half), judged at ``point``.
+        """
+        if any(p['at'] == point and any(
+                x.startswith(src + ':') for x in p.get('problems', ()))
+               for p in rec['pinning']):
+            rec['source_half'].append(n)
 
     def live_block(self, rounds=3):
         """Pinned live migrations between libvirt computes, and failures.
@@ -346,34 +504,17 @@ class Family(soak_mod.Soak):
                 leftover = os.path.join(own, sid)
                 os.mkdir(leftover)
                 self.live(sid, dst)
-                mig = self.ended(sid, ('error', 'failed'), watch)
+                self.ended(sid, ('error', 'failed'), watch)
                 # NOTE: the destination's rollback deletes the instance
                 # directory it found (local storage), leftover or not
                 if os.path.isdir(leftover):
                     os.rmdir(leftover)
                 leftover = None
                 rec['failures'] += 1
-                s = self.server(sid)
-                if (s['status'] != 'ACTIVE' or
-                        s.get('OS-EXT-STS:task_state') or
-                        s['OS-EXT-SRV-ATTR:host'] != src):
-                    rec['hits'].append({
-                        'round': n, 'migration': mig['status'],
-                        'status': s['status'],
-                        'task_state': s.get('OS-EXT-STS:task_state'),
-                        'host': s['OS-EXT-SRV-ATTR:host']})
-                    # NOTE: as an operator would, to go on
-                    self.action(sid, {'os-resetState': {'state': 'active'}})
+                self._hit(rec, n, sid, src)
                 point = 'round %d: failed at %s' % (n, dst)
                 self._judge(rec, point, self.holds(base, src), watch)
-                if any(p['at'] == point and any(
-                        x.startswith(src + ':') for x in p.get('problems', ()))
-                       for p in rec['pinning']):
-                    # NOTE: the source's books pin other CPUs than its
-                    # guests run on: the destination's save of the
-                    # applied migration context (bug 1894095's source
-                    # half)
-                    rec['source_half'].append(n)
+                self._source_half(rec, n, point, src)
                 for there in (dst, src):
                     self.live(sid, there)
                     self.ended(sid, ('completed',), watch)
@@ -544,7 +685,10 @@ def _family():
     clients = rest.Clients(rest.env_clouds_yaml())
     images = clients.image.get('/v2/images', params={
         'name': bootstrap.IMAGE_NAME}).json()['images']
-    return Family(clients, images[0]['id'], pins=pinning.Reader.from_env())
+    dirty = clients.image.get('/v2/images', params={
+        'name': guest.DIRTY_IMAGE_NAME}).json()['images']
+    return Family(clients, images[0]['id'], pins=pinning.Reader.from_env(),
+                  dirty=dirty[0]['id'] if dirty else None)
 
 
 def _write(path, rec):
@@ -568,6 +712,9 @@ def main(argv):
         return _write(argv[1], f.live_abort())
     if cmd == 'live-abort-queued':
         return _write(argv[1], f.live_abort_queued())
+    if cmd == 'live-abort-running':
+        return _write(argv[1], f.live_abort_running(
+            *[int(n) for n in argv[2:3]]))
     if cmd == 'live-block':
         return _write(argv[1], f.live_block(*[int(n) for n in argv[2:3]]))
     if cmd == 'migrate-incoming':

@@ -18,10 +18,12 @@ ERROR lines than the plain compute did. The status audit's probes make
 a plain compute log ERROR tracebacks of its own (``UnsupportedVersion``,
 see the audit's documentation); they are counted apart, so that they
 cannot make room for a wrapper's errors. So are the errors of the
-failures the family's ``live-block`` step makes on purpose (a
+failures the family's libvirt steps make on purpose, which they make on
+wrapper computes only in the short run: ``live-block``'s (a
 destination's ``pre_live_migration`` raising ``DestinationDiskExists``:
-the source's and the destination's tracebacks), which it makes on
-wrapper computes only in the short run.
+the source's and the destination's tracebacks) and the aborts' (the
+source's libvirt driver logs "Live Migration failure: ... canceled by
+client" at ERROR for every aborted job).
 
 Nova's pinning errors (``CPUUnpinningInvalid``, ``CPUPinningInvalid``:
 the symptoms of a double free on a host with dedicated CPUs) are
@@ -37,8 +39,8 @@ OURS = re.compile(r' (ERROR|CRITICAL) nova_revert_lock[.\s]')
 #: date, time, pid, level, logger
 LINE = re.compile(r'^(\S+ \S+) (\d+) (ERROR|CRITICAL) (\S+)')
 PROBE = re.compile(r'UnsupportedVersion.*get_status')
-#: the failure the family's live-block step makes (family.py)
-INJECTED = re.compile(r'DestinationDiskExists')
+#: the failures the family's live-block and abort steps make (family.py)
+INJECTED = re.compile(r'DestinationDiskExists|canceled by client')
 
 
 def _errors(path):
@@ -48,7 +50,7 @@ def _errors(path):
     plus its traceback, every line an ERROR line with the same time stamp
     and pid; a block naming ``UnsupportedVersion`` for ``get_status``
     counts as the probe's. A block (same time stamp, pid and logger)
-    naming the failure the live-block step injects counts apart too.
+    naming a failure the family's libvirt steps make counts apart too.
     """
     try:
         with open(path, 'rb') as f:

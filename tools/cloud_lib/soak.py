@@ -230,9 +230,10 @@ class Soak(object):
 
     # -- acting -----------------------------------------------------------
 
-    def boot(self, name, host):
+    def boot(self, name, host, image=None):
         body = {'server': {
-            'name': name, 'imageRef': self.image, 'flavorRef': 'nrl-1',
+            'name': name, 'imageRef': image or self.image,
+            'flavorRef': 'nrl-1',
             'networks': 'none', 'availability_zone': 'nova:%s' % host}}
         return self.c.compute.post('/servers', json=body).json()['server'][
             'id']
