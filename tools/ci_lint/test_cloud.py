@@ -711,11 +711,18 @@ class TestLogCheck(Base):
             '2026-12-07 04:04:58.905 19639 ERROR nova.virt.libvirt.driver '
             '[-] [instance: 67cec8cf] Live Migration failure: operation '
             'aborted: job \'migration out\' canceled by client: '
-            'libvirt.libvirtError: operation aborted']
+            'libvirt.libvirtError: operation aborted',
+            # and when libvirt reports the aborted job failed
+            '2026-12-07 04:27:17.035 6356 ERROR nova.virt.libvirt.driver '
+            '[-] [instance: 327d0849] Migration operation has aborted',
+            '2026-12-07 04:27:18.843 6356 ERROR nova.virt.libvirt.driver '
+            '[-] [instance: 327d0849] Live Migration failure: operation '
+            'failed: job \'migration out\' failed: Unable to write to '
+            'socket: Broken pipe']
         ok, report = logcheck.check(self.services(made, []))
         self.assertTrue(ok, report)
         wrapper = [v for v in report['computes'] if v['mode'] == 'wrapper'][0]
-        self.assertEqual((1, 1, 0), (
+        self.assertEqual((3, 3, 0), (
             wrapper['errors'], wrapper['injected_errors'],
             wrapper['other_errors']))
 

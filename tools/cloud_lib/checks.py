@@ -61,9 +61,18 @@ def print_tempest(result):
 
 def cmd_tempest(args):
     c = _up_cloud(args)
-    result = tempest.run(c, regex=args.regex, concurrency=args.concurrency)
+    regex = args.regex
+    if args.live:
+        if c.hypervisor != 'libvirt':
+            raise SystemExit('tempest --live: the computes of this cloud '
+                             'do not live migrate guests (up --hypervisor '
+                             'libvirt)')
+        regex = tempest.LIVE_REGEX
+    result = tempest.run(c, regex=regex, concurrency=args.concurrency,
+                         name='tempest-live' if args.live else 'tempest')
     result['mode'] = _mode(c)
-    _report(args, 'tempest-%s' % result['mode'], result)
+    _report(args, 'tempest%s-%s' % ('-live' if args.live else '',
+                                    result['mode']), result)
     print_tempest(result)
     return 0 if result['rc'] == 0 and not result['failures'] and (
         result['passed']) else 1
@@ -1308,6 +1317,10 @@ def add_parsers(sub):
     t.add_argument('--regex', help='default: the tempest_test_regex of '
                                    '.zuul.yaml')
     t.add_argument('--concurrency', type=int, default=2)
+    t.add_argument('--live', action='store_true',
+                   help='tempest\'s live migration tests instead '
+                        '(tempest.api.compute.admin.test_live_migration; '
+                        'libvirt computes: block migrations)')
     t.set_defaults(func=cmd_tempest)
     wb = sub.add_parser('whitebox', help="whitebox-tempest-plugin's "
                         'pinning tests (libvirt computes), each CPU layout, '

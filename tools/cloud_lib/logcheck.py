@@ -23,7 +23,11 @@ wrapper computes only in the short run: ``live-block``'s (a
 destination's ``pre_live_migration`` raising ``DestinationDiskExists``:
 the source's and the destination's tracebacks) and the aborts' (the
 source's libvirt driver logs "Live Migration failure: ... canceled by
-client" at ERROR for every aborted job).
+client" at ERROR for every aborted job; when the destination's QEMU
+reads the broken stream first, libvirt reports the job failed instead:
+"Migration operation has aborted" and "... failed: Unable to write to
+socket: Broken pipe"). A wrapper compute's own failure with the same
+words would be discounted too.
 
 Nova's pinning errors (``CPUUnpinningInvalid``, ``CPUPinningInvalid``:
 the symptoms of a double free on a host with dedicated CPUs) are
@@ -40,7 +44,9 @@ OURS = re.compile(r' (ERROR|CRITICAL) nova_revert_lock[.\s]')
 LINE = re.compile(r'^(\S+ \S+) (\d+) (ERROR|CRITICAL) (\S+)')
 PROBE = re.compile(r'UnsupportedVersion.*get_status')
 #: the failures the family's live-block and abort steps make (family.py)
-INJECTED = re.compile(r'DestinationDiskExists|canceled by client')
+INJECTED = re.compile(r'DestinationDiskExists|canceled by client|'
+                      r'Migration operation has aborted|'
+                      r'Unable to write to socket: Broken pipe')
 
 
 def _errors(path):
