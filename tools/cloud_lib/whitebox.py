@@ -81,9 +81,15 @@ LAYOUTS = (
      ('CPUPolicyTest', 'EmulatorThreadTest', 'MixedCPUPolicyTest')),
 )
 
-_LIVE = ('live migration: the test wants exactly two computes (the cloud '
-         'has three); the cloud\'s own live-block family step live '
-         'migrates pinned servers between its libvirt computes')
+_LIVE = ('live migration: wants exactly two computes (the cloud has '
+         'three) and hosts of more than two CPUs: at least two dedicated '
+         'and one shared per NUMA node (test_cpu_pinning_and_emulator_'
+         'threads checks the emulator threads on the shared set, '
+         'NUMACPUDedicatedLiveMigrationTest skips itself without both), '
+         'and hugepages (test_hugepages); the hosts here have two CPUs. '
+         'tempest\'s own live migration tests (tools/cloud tempest '
+         '--live) and the family\'s live-block and live-abort steps live '
+         'migrate pinned servers between the libvirt computes')
 _TWO_PINNED = ('boots a guest of two pinned vCPUs: the split layout has one '
                'dedicated CPU per host (it runs in the dedicated layout)')
 #: {layout or None (every layout): {test or class: why it does not run}}
