@@ -80,7 +80,12 @@ anyway, with a WARNING.
 Limits: a restart in the window counts the migration again, as plain
 Nova does. Without the drop call (a source or destination too old for
 NUMA live migration) there is no migration context either, and nothing
-of the destination's to save.
+of the destination's to save. A drop that reaches the destination
+before the clean-up has started (a source that calls it first, as
+Train's failure path does) does not wait; the save back then comes once
+the clean-up ends, after the source has cleared the task state, and
+the source's periodic task may read the destination's pinning until
+then.
 """
 
 import collections
