@@ -47,22 +47,22 @@ SURVEYED_PATCHES = {
         '5900c53663a4a4be27af23f89da2cb1417cb3a8d0cbf151de05daea273da0aa2'),
     '21.1.0+patches': (
         'ussuri',
-        '8714542ec93cb890f77309b11a2d6301ddb00c1d6b7eaa70bcaf501969a023bd'),
+        '16cf08533e4516992d885711a204d14ee4218123aeab48b18c52fcc07dbe7fca'),
     '21.2.4+patches': (
         'ussuri-21.2.4',
-        'f8ee92dedb2192614cf557699c427e68564bcf30908ccb966bf20c29eb543606'),
+        '6b798b0598008b8cd5941f18aa958868f8cbae81f61ab56befa3d92e3b44de0d'),
     '31.3.1+patches': (
         '2025.1',
-        '16367f7e35ddf88d3eb9e9f718a5d1b06caad268fe10013f510101e35bebdf28'),
+        'cf1431f52884f3c12b3df9d48b2e35294ac0abe2562f0772c66681b620b855f8'),
     '32.2.1+patches': (
         '2025.2',
-        'bccd74386f52f84a22eb484d47ba8548f15df38e3910e585e8809d1d3209621f'),
+        'be3ec2e703fa18c0edd3e3e92f7c9cd3cf105e13594da1762cde4e1b225b9c7a'),
     '33.0.2+patches': (
         '2026.1',
-        '39806d355416e807e3a32af0951a9bbe86df3140506b5ee0f9785f9e22d27d35'),
+        'ddf9feb97989af5952547e212e064d0447cca8f1f4cb8ccc275e7d3b749bfff3'),
     '34.0.0+patches': (
         '2026.2',
-        '5c2d5061e28d71e326bbb1e7319c516a28275aa927e85e20fff549b505b7579b'),
+        '4f8d27e8e38f652f90564168378698888165c702aa9db37dab1487e1d70f43d8'),
 }
 
 #: Where each surveyed release was read from: ``pypi <file> sha256=...``
@@ -934,9 +934,10 @@ FINGERPRINTS = {
              '22.4.0', 'victoria-eol', '23.0.0', '23.0.1', '23.0.2',
              '23.1.0', '23.2.0', '23.2.1', '23.2.2', 'wallaby-eol'),
         '1c27c7bf311207fd27c6bcc02a29b8a3c6e5c442999e8bda8b75647257a6cbd6':
-            ('20.6.1+patches', '21.1.0+patches', '21.2.4+patches',
-             '31.3.1+patches', '32.2.1+patches', '33.0.2+patches',
-             '34.0.0+patches'),
+            ('20.6.1+patches',),
+        '63d690c63ac67a895eebe0a72241384c2e75ad7e0e427b8e4dd0aa86a2855920':
+            ('21.1.0+patches', '21.2.4+patches', '31.3.1+patches',
+             '32.2.1+patches', '33.0.2+patches', '34.0.0+patches'),
         '9265844eccbcd056fe632c5a7a99bb596966a7113fa2cfa914cf58929bc3ffd6':
             ('24.0.0', '24.1.0', '24.1.1', '24.2.0', '24.2.1', 'xena-eol',
              '25.0.0', '25.0.1', '25.1.0', '25.1.1', '25.2.0', '25.2.1',
@@ -1157,7 +1158,7 @@ FINGERPRINTS = {
              '21.2.2', '21.2.3', '21.2.4', 'ussuri-eol', '22.0.0',
              '22.0.1', '22.1.0', '22.2.0', '22.2.1', '22.2.2', '22.3.0',
              '22.4.0', 'victoria-eol'),
-        '6006ccf7b2ee69b4ec7e526d665cbc1e080913abb4ebbcf03d2c3e5fd3246704':
+        '0a04d53607829606b0c9e36491e5491b200b37e7559d27999f41eaf449f1563b':
             ('21.1.0+patches', '21.2.4+patches'),
         'acad35e501a68f3deb0dc62da7c6bedc57326879aa1c203faeb0a41f36a41de4':
             ('23.0.0', '23.0.1', '23.0.2', '23.1.0', '23.2.0', '23.2.1',
@@ -1174,10 +1175,12 @@ FINGERPRINTS = {
              '30.3.0', '2024.2-eol', '31.0.1', '31.1.0', '31.2.0',
              '31.3.0', '31.3.1', '32.0.0', '32.1.0', '32.2.0', '32.2.1',
              '33.0.0', '33.0.1', '33.0.2'),
-        '8bb3d04287aaf147b4f7793c0a310acae70f2eea87eda464b43b489e7b388440':
+        'a9c4abb0b7e4bbf4bf12b8e73ed345b5d5ad503f446621e2499762f037cfcb37':
             ('31.3.1+patches', '32.2.1+patches', '33.0.2+patches'),
         '21ef4626ef81fea59747220a8765525480db58c0eab92e6b81bcaf941233a326':
-            ('34.0.0', '34.0.0+patches'),
+            ('34.0.0',),
+        'f715f91928303c900b4584c6b1886c5ccfd62b86685890a86c80c40994d84dbb':
+            ('34.0.0+patches',),
     },
     'nova.compute.resource_tracker:ResourceTracker._get_instance_type': {
         'ae515ee58b69f0943683e3d5a1631f8b29f456b893d9f82bbc49463036377b96':
@@ -1911,6 +1914,8 @@ SOURCE_DIGESTS = {
             '9265844eccbcd056fe632c5a7a99bb596966a7113fa2cfa914cf58929bc3ffd6',
         '88d6347b8dc0cc94aa27737d69bf9ef064a64b8676611239a3d87a88f73afa89':
             '4a56b0c4de4fbb878bb0459bf79f4e3cfbb9159e12d77b5be0cbc86dcf652763',
+        'effac0cce64abe1e935b96d8514d821619c6df94ea4b0740669b6e6f7d8edd5f':
+            '63d690c63ac67a895eebe0a72241384c2e75ad7e0e427b8e4dd0aa86a2855920',
     },
     'nova.compute.manager:ComputeManager.finish_revert_resize': {
         '87724ef6cd665202b70fc4ad064ee123207b0509fbaa655403619d02486b83af':
@@ -2001,18 +2006,20 @@ SOURCE_DIGESTS = {
     'nova.compute.manager:ComputeManager.rollback_live_migration_at_destination': {
         '23da660c46f738a23a0d0d1a68310f61d2c0d0caf692339c74c9ef0bfda34ba7':
             '21ef4626ef81fea59747220a8765525480db58c0eab92e6b81bcaf941233a326',
-        '2add102877135f9ae08698d73d3e412e8b330b94d9385c2fc0bc0677b92f90ef':
-            '6006ccf7b2ee69b4ec7e526d665cbc1e080913abb4ebbcf03d2c3e5fd3246704',
         '402716c224da684bbc75bb4b46d82b2186da03b135f1d140bc3513257090da03':
             'a32c22a28abe439a160f4f921d3a04d76d6ddd51a64729331a7be30e2796a442',
         '481a22dafb0d1a13329ee62714cf72027ff0e6c038db37d6cc2182b27e252979':
             '1d54ecf0a2903667adbd026cd53f855d427cef4d9262057eb9714b5d0ce3e3e9',
         '4820aefd0d405448db5ab3e006f19db8c2432925222393cc560596ce43cc1697':
             'acad35e501a68f3deb0dc62da7c6bedc57326879aa1c203faeb0a41f36a41de4',
-        'a0b5425236c2f4b037736d976c55b8474c8294a83a540dff8d8cdfc17babafed':
-            '8bb3d04287aaf147b4f7793c0a310acae70f2eea87eda464b43b489e7b388440',
+        '56b795ada11475d4d93e819beb7eb5f9caf6cca7c34d0f68747c99ef9ac19a06':
+            'f715f91928303c900b4584c6b1886c5ccfd62b86685890a86c80c40994d84dbb',
+        'a5618e98d62a0db40b39117e3ca936b260fefdaf0ef9f592b8cbc9b07f7aebeb':
+            'a9c4abb0b7e4bbf4bf12b8e73ed345b5d5ad503f446621e2499762f037cfcb37',
         'e08ed13713fd0b7317534665a39482ef6176889c1b639889aeb777f6ae126f63':
             'fbaa6a7a4ff4e650f211ae9346cfd93fd877e9493ad50007210ad21f973bc02f',
+        'eea77a9dca114c92ae7641a3ef837fbf3ec74cf7a502968873a769adacf360bb':
+            '0a04d53607829606b0c9e36491e5491b200b37e7559d27999f41eaf449f1563b',
     },
     'nova.compute.resource_tracker:ResourceTracker._get_instance_type': {
         '606d9a2d266f0a79856fb0af61b4961d9e84bdd997712f9ebfaa294b36d13c82':
