@@ -157,10 +157,26 @@ class TestUp(Base):
         saved = hypervisor.missing
         hypervisor.missing = lambda: ['libvirtd', 'virsh']
         self.addCleanup(setattr, hypervisor, 'missing', saved)
+        saved_ssh = hostssh.missing
+        self.addCleanup(setattr, hostssh, 'missing', saved_ssh)
+        hostssh.missing = lambda: []
         with self.assertRaises(cloud.UpError) as ctx:
             c.up(hypervisor='libvirt')
-        self.assertIn('needs libvirtd, virsh', str(ctx.exception))
+        self.assertIn('needs libvirtd, virsh (', str(ctx.exception))
         self.assertIn('libvirt-daemon-system', str(ctx.exception))
+        # Whatever else is missing is named in the same message.
+        hostssh.missing = lambda: ['openssh-server']
+        with self.assertRaises(cloud.UpError) as ctx:
+            c.up(hypervisor='libvirt')
+        self.assertIn('needs libvirtd, virsh and ssh between the computes',
+                      str(ctx.exception))
+        self.assertIn('libvirt-dev openssh-server', str(ctx.exception))
+        hypervisor.missing = lambda: []
+        with self.assertRaises(cloud.UpError) as ctx:
+            c.up(hypervisor='libvirt')
+        self.assertIn('needs ssh between the computes (Debian: apt-get '
+                      'install --no-install-recommends openssh-server)',
+                      str(ctx.exception))
         with self.assertRaises(cloud.UpError) as ctx:
             c.up(hypervisor='xen')
         self.assertIn('no hypervisor xen', str(ctx.exception))

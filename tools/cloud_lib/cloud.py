@@ -870,17 +870,19 @@ class Cloud(object):
             if nova_of:
                 raise UpError('computes of other releases run on the fake '
                               'driver only')
+            # NOTE: everything missing named at once: one install.
+            needs, packages = [], []
             lacking = hv.missing()
-            if hostssh.missing():
-                raise UpError('--hypervisor libvirt needs ssh between the '
-                              'computes (Debian: apt-get install '
-                              '--no-install-recommends %s)' % ' '.join(
-                                  hostssh.missing()))
             if lacking:
+                needs.append(', '.join(lacking))
+                packages += [hv.PACKAGES, 'libvirt-dev']
+            if hostssh.missing():
+                needs.append('ssh between the computes')
+                packages += hostssh.missing()
+            if needs:
                 raise UpError('--hypervisor libvirt needs %s (Debian: '
-                              'apt-get install --no-install-recommends %s '
-                              'libvirt-dev)' % (', '.join(lacking),
-                                                hv.PACKAGES))
+                              'apt-get install --no-install-recommends %s)'
+                              % (' and '.join(needs), ' '.join(packages)))
         if self.state and self.state.data.get('hypervisor') == 'libvirt':
             # NOTE: a cloud that was not taken down (a crash): its guests
             # and their QEMUs go before its files do.
