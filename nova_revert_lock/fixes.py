@@ -298,8 +298,8 @@ FIXES = collections.OrderedDict((fix.name, fix) for fix in (
         # which the periodic task leaves uncounted. The series from Ussuri
         # on also carry the source's half (the save back, and since
         # master 0006 the drop's wait for the rollback); it is not part
-        # of what is recognised: Train's series cannot have the wait (its
-        # source drops the claim before it casts the rollback), and a
+        # of what is recognised: Train's series has no wait (its source
+        # drops the claim before it casts the rollback), and a
         # build of an earlier series, without the wait, is taken as
         # fixed all the same.
         fixed_when=(
