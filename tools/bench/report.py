@@ -267,16 +267,82 @@ def _family_problems(modes):
     return problems
 
 
+#: result keys of the periodic part's ratios, taken as medians over
+#: the rounds when there are several; (key, nested by mode)
+PERIODIC_RATIOS = (
+    ('periodic_ratio_vs_upstream', False),
+    ('periodic_cpu_ratio_vs_upstream', False),
+    ('periodic_ratio_plain_vs_upstream', False),
+    ('periodic_ratio_upstream_ext_vs_upstream', False),
+    ('periodic_cpu_ratio_upstream_ext_vs_upstream', False),
+    ('periodic_ratio_same_process', True),
+    ('periodic_cpu_ratio_same_process', True))
+
+
 def _periodic(result, data):
     """The periodic task's cost, per scenario and mode, into ``result``.
 
-    :param data: what the driver's periodic runs gave (``scenarios``,
+    :param data: what the driver's periodic runs gave: ``rounds`` (one
+        dict per round of fresh processes, as below), ``runs``,
+        ``wall_s``, ``load``; or one round alone (``scenarios``,
         ``samples``: scenario -> mode -> run dicts, ``runs``, ``setup_s``,
-        ``wall_s``, ``load``), or None when they did not run
+        ``wall_s``, ``load``); or None when they did not run
+
+    The distributions and calls pool every round's runs. With several
+    rounds each ratio is the median of the rounds' own ratios (two
+    processes of one Nova differ for their whole life, so a ratio of
+    pooled runs would carry each round's pair of processes), and
+    ``periodic_round_ratios`` lists them round by round.
     """
+    rounds = (data or {}).get('rounds')
+    if rounds is None:
+        _periodic_round(result, data)
+        return
+    pooled = {'scenarios': data['scenarios'], 'samples': {}}
+    for one in rounds:
+        for name, per_mode in one['samples'].items():
+            into = pooled['samples'].setdefault(name, {})
+            for mode, runs in per_mode.items():
+                into.setdefault(mode, []).extend(runs)
+    _periodic_round(result, pooled)
+    each = []
+    for one in rounds:
+        each.append({})
+        _periodic_round(each[-1], one)
+    by_round = collections.OrderedDict()
+    for key, nested in PERIODIC_RATIOS:
+        by_round[key] = {}
+        for spec in result['periodic_scenarios']:
+            name = spec['name']
+            if nested:
+                modes = sorted(set(m for r in each for m in r[key][name]))
+                by_round[key][name] = {m: [r[key][name].get(m) for r in each]
+                                       for m in modes}
+                result[key][name] = {
+                    m: _median_of(values)
+                    for m, values in by_round[key][name].items()}
+            else:
+                values = [r[key].get(name) for r in each]
+                by_round[key][name] = values
+                if name in result[key]:
+                    result[key][name] = _median_of(values)
+    result['periodic_round_ratios'] = by_round
+    result['periodic_settings'] = collections.OrderedDict([
+        ('runs', data['runs']), ('rounds', len(rounds)),
+        ('setup_s', [one.get('setup_s') for one in rounds]),
+        ('wall_s', data.get('wall_s')), ('load', data.get('load'))])
+
+
+def _median_of(values):
+    values = [v for v in values if v is not None]
+    return _rounded(percentile(values, 50), 3) if values else None
+
+
+def _periodic_round(result, data):
+    """:func:`_periodic` of one round (or of every round's runs pooled)."""
     scenarios, wall, cpu, calls, ratio, cpu_ratio, wrong = (
         [], {}, {}, {}, {}, {}, {})
-    beyond, beyond_cpu, same, same_cpu = {}, {}, {}, {}
+    beyond, beyond_cpu, same, same_cpu, control = {}, {}, {}, {}, {}
     for spec in (data or {}).get('scenarios', []):
         name = spec['name']
         scenarios.append(collections.OrderedDict([
@@ -305,6 +371,8 @@ def _periodic(result, data):
             wrong[name][mode] = sum(1 for r in runs if r['wrong_nodes'])
         ratio[name] = _ratio(wall[name]['extension']['median'],
                              wall[name]['upstream']['median'])
+        control[name] = _ratio(wall[name]['plain']['median'],
+                               wall[name]['upstream']['median'])
         cpu_ratio[name] = _ratio(cpu[name]['extension']['median'],
                                  cpu[name]['upstream']['median'])
         same[name], same_cpu[name] = {}, {}
@@ -324,6 +392,9 @@ def _periodic(result, data):
     result['periodic_ratio_vs_upstream'] = ratio
     result['periodic_cpu_ms'] = cpu
     result['periodic_cpu_ratio_vs_upstream'] = cpu_ratio
+    # neither with the extension: how far two processes and two releases
+    # of Nova are apart with the same code path (upstream's does more)
+    result['periodic_ratio_plain_vs_upstream'] = control
     # the extension on upstream's release against that release plain
     result['periodic_ratio_upstream_ext_vs_upstream'] = beyond
     result['periodic_cpu_ratio_upstream_ext_vs_upstream'] = beyond_cpu
@@ -504,9 +575,24 @@ def _cycle_lines(result):
 def _periodic_lines(result):
     settings = result['periodic_settings']
     modes = result['environment'].get('modes', {})
+    rounds = settings.get('rounds')
+    by_round = result.get('periodic_round_ratios', {})
     lines = ['Periodic task: update_available_resource of one compute host, '
-             '%s runs per scenario and mode, one mode at a time, the modes '
-             'interleaved' % settings.get('runs', '?'), '']
+             '%s runs per scenario and mode%s, one mode at a time, the modes '
+             'interleaved%s' % (
+                 settings.get('runs', '?'),
+                 ' in each of %d rounds of fresh processes' % rounds
+                 if rounds else '',
+                 '; ratios are medians over the rounds (each round\'s in '
+                 'brackets)' if rounds else ''), '']
+
+    def rounds_of(key, name, mode=None):
+        values = by_round.get(key, {}).get(name)
+        if values is None:
+            return ''
+        if mode is not None:
+            values = values.get(mode, [])
+        return ' [%s]' % ' '.join(_fmt(v, '%.3f') for v in values)
     head = '    %-20s %-8s %10s %10s %10s %9s %10s' % (
         'mode', 'nova', 'p50', 'p95', 'CPU p50', 'DB calls', 'placement')
     for spec in result['periodic_scenarios']:
@@ -527,26 +613,37 @@ def _periodic_lines(result):
                      '%.1f ms'),
                 _fmt(calls['db'], '%g'), _fmt(calls['placement'], '%g'),
                 ('  %d runs with wrong books' % wrong) if wrong else ''))
-        lines.append('    median ratio extension/upstream: %s (CPU time: %s)'
-                     % (_fmt(result['periodic_ratio_vs_upstream'][name],
-                             '%.3f'),
-                        _fmt(result['periodic_cpu_ratio_vs_upstream'][name],
-                             '%.3f')))
+        lines.append('    median ratio extension/upstream: %s%s (CPU time: '
+                     '%s)' % (
+                         _fmt(result['periodic_ratio_vs_upstream'][name],
+                              '%.3f'),
+                         rounds_of('periodic_ratio_vs_upstream', name),
+                         _fmt(result['periodic_cpu_ratio_vs_upstream'][name],
+                              '%.3f')))
+        control = result.get('periodic_ratio_plain_vs_upstream',
+                             {}).get(name)
+        if control is not None:
+            lines.append('    median ratio plain/upstream (no extension in '
+                         'either): %s%s' % (
+                             _fmt(control, '%.3f'), rounds_of(
+                                 'periodic_ratio_plain_vs_upstream', name)))
         for mode, value in sorted(result.get(
                 'periodic_ratio_same_process', {}).get(name, {}).items()):
             lines.append(
-                '    median ratio %s/%s (one process): %s (CPU time: %s)' % (
-                    mode, SAME_PROCESS[mode], _fmt(value, '%.3f'), _fmt(
-                        result['periodic_cpu_ratio_same_process'][name][
-                            mode], '%.3f')))
+                '    median ratio %s/%s (one process): %s%s (CPU time: %s)'
+                % (mode, SAME_PROCESS[mode], _fmt(value, '%.3f'),
+                   rounds_of('periodic_ratio_same_process', name, mode),
+                   _fmt(result['periodic_cpu_ratio_same_process'][name][
+                       mode], '%.3f')))
         beyond = result.get('periodic_ratio_upstream_ext_vs_upstream',
                             {}).get(name)
         if beyond is not None:
             lines.append(
-                '    median ratio upstream-ext/upstream: %s (CPU time: %s)'
-                % (_fmt(beyond, '%.3f'), _fmt(
-                    result['periodic_cpu_ratio_upstream_ext_vs_upstream'][
-                        name], '%.3f')))
+                '    median ratio upstream-ext/upstream: %s%s (CPU time: %s)'
+                % (_fmt(beyond, '%.3f'),
+                   rounds_of('periodic_ratio_upstream_ext_vs_upstream', name),
+                   _fmt(result['periodic_cpu_ratio_upstream_ext_vs_upstream'][
+                       name], '%.3f')))
     lines.append('  instances are records in the database; calls = database '
                  'API and placement calls per run (median); load average %s '
                  'after the runs' % settings.get('load', '?'))
@@ -694,10 +791,18 @@ def table(result, parts=PARTS):
                     '%s %s' % kv for kv in sorted(env['cpu_s'].items()))))
         periodic = result['periodic_settings']
         if PERIODIC in parts and periodic:
-            lines.append('  periodic runs took %s s (scenario set-up per '
-                         'mode: %s)' % (periodic.get('wall_s'), ', '.join(
-                             '%s %s s' % kv for kv in sorted(
-                                 periodic.get('setup_s', {}).items()))))
+            setups = periodic.get('setup_s', {})
+            if isinstance(setups, dict):
+                setups = [setups]
+            lines.append('  periodic runs took %s s%s (scenario set-up per '
+                         'mode: %s)' % (
+                             periodic.get('wall_s'),
+                             ' in %d rounds' % periodic['rounds']
+                             if periodic.get('rounds') else '',
+                             '; '.join(', '.join(
+                                 '%s %s s' % kv for kv in sorted(
+                                     (one or {}).items()))
+                                 for one in setups)))
         fam = env.get('family')
         if FAMILY in parts and fam:
             lines.append('  family cycles took %s s; CPU seconds per mode: '

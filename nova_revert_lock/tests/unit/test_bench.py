@@ -302,6 +302,48 @@ class PeriodicSummaryTest(unittest.TestCase):
         self.assertEqual([], driver.validity_problems(result))
         self.assertNotIn('Race exposure', '\n'.join(report.table(result)))
 
+    def test_rounds_of_fresh_processes(self):
+        first, second, third = (_periodic_data(), _periodic_data(),
+                                _periodic_data())
+        # the second round's pair of processes: extension 10% slower
+        for per_mode in second['samples'].values():
+            per_mode['extension'] = [_periodic_run(v)
+                                     for v in (110, 110, 110)]
+            per_mode['extension@nova-rt'] = [_periodic_run(v)
+                                             for v in (100, 100, 100)]
+        run = _run()
+        run['periodic'] = {
+            'rounds': [first, second, third], 'runs': 3,
+            'scenarios': first['scenarios'], 'wall_s': 30.0,
+            'load': '1.0, 1.0, 1.0'}
+        result = report.summarize(run)
+        # each ratio is the median of the rounds' own ratios ...
+        self.assertEqual([1.12, 1.1, 1.12], result['periodic_round_ratios'][
+            'periodic_ratio_vs_upstream']['one-node'])
+        self.assertEqual(1.12, result['periodic_ratio_vs_upstream'][
+            'one-node'])
+        self.assertEqual([1.1, 1.1, 1.1], result['periodic_round_ratios'][
+            'periodic_ratio_plain_vs_upstream']['many-nodes'])
+        self.assertEqual({'extension': [None, 1.1, None]},
+                         result['periodic_round_ratios'][
+                             'periodic_ratio_same_process']['many-nodes'])
+        self.assertEqual({'extension': 1.1}, result[
+            'periodic_ratio_same_process']['many-nodes'])
+        # ... the distributions pool every round's runs
+        self.assertEqual(9, result['periodic_ms']['one-node']['plain']['n'])
+        self.assertEqual(3, result['periodic_settings']['rounds'])
+        table = '\n'.join(report.table(result, (report.PERIODIC,)))
+        self.assertIn('in each of 3 rounds of fresh processes', table)
+        self.assertIn('median ratio extension/upstream: 1.120 [1.120 1.100 '
+                      '1.120]', table)
+        self.assertIn('median ratio plain/upstream (no extension in either):'
+                      ' 1.100 [1.100 1.100 1.100]', table)
+        self.assertIn('periodic runs took 30.0 s in 3 rounds', table)
+        run['periodic']['rounds'][1]['samples']['one-node']['extension'][0][
+            'wrong_nodes'] = 1
+        self.assertEqual(1, len(driver.validity_problems(
+            report.summarize(run))))
+
     def test_no_periodic_runs(self):
         result = report.summarize(_run())
         self.assertEqual({}, result['periodic_ms'])
@@ -314,6 +356,46 @@ class DriverArgsTest(unittest.TestCase):
     def test_periodic_alone_allowed(self):
         args = driver.parse_args(['--cycles', '0', '--periodic-runs', '5'])
         self.assertEqual((0, 5), (args.cycles, args.periodic_runs))
+
+    def test_periodic_rounds(self):
+        self.assertEqual(5, driver.parse_args([]).periodic_rounds)
+        with mock.patch('sys.stderr'):
+            self.assertRaises(SystemExit, driver.parse_args,
+                              ['--periodic-rounds', '0'])
+
+    def test_each_round_in_fresh_processes(self):
+        started, closed = [], []
+
+        class Proc(object):
+            def __init__(self, mode, python, options, log_path):
+                started.append((mode, os.path.basename(log_path)))
+                self.mode = mode
+
+            def receive(self, timeout):
+                return {'nova_version': '21.1.0', 'nova_state':
+                        driver.EXPECTED_STATE[self.mode],
+                        'activation': 'patched' if self.mode == 'extension'
+                        else 'already-fixed'}
+
+            def close(self):
+                closed.append(self.mode)
+
+        args = driver.parse_args(['--cycles', '0', '--periodic-rounds', '2',
+                                  '--periodic-runs', '3'])
+        with mock.patch.object(driver, 'ModeProcess', Proc), \
+                mock.patch.object(driver, '_log'), \
+                mock.patch.object(driver, '_run_periodic',
+                                  return_value={'samples': {}}) as timed:
+            data = driver._run_periodic_rounds(
+                args, dict((m, 'python') for m in cycle_driver.PERIODIC_MODES))
+        modes = len(cycle_driver.PERIODIC_MODES)
+        self.assertEqual(2 * modes, len(started))
+        self.assertEqual(2 * modes, len(closed))
+        self.assertIn(('extension', 'periodic-2-extension.log'), started)
+        self.assertEqual(2, timed.call_count)
+        self.assertEqual(2, len(data['rounds']))
+        self.assertEqual(3, data['runs'])
+        self.assertEqual(set(cycle_driver.PERIODIC_MODES), set(data['ready']))
 
     def test_nothing_to_measure(self):
         with mock.patch('sys.stderr'):
