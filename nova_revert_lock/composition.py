@@ -95,8 +95,8 @@ class PeriodicObserver(object):
         finally:
             for period in sections.node_removed(nodename):
                 LOG.info('Node %(node)s left this host: its %(fix)s fix is '
-                         'no longer degraded here (%(count)d failed '
-                         'read(s) since %(since)s)', period)
+                         'no longer degraded here (%(what)s: failed '
+                         '%(count)d time(s) since %(since)s)', period)
 
 
 def _tracker_subclass(tracker_cls, tracker_mixins, namespace):

@@ -35,6 +35,9 @@ from nova_revert_lock.audit import targets as audit_targets
 ERROR_SERVER = 'server-in-error'
 PERIODIC_FAILING = 'periodic-failing'
 DEGRADED_FIX = 'degraded-fix'
+#: the degraded period of live_migration_rollback's bounded wait (its
+#: mixin module imports Nova; this one must not)
+ROLLBACK_WAIT_FIX = 'live_migration_rollback'
 SHARED_PCPU = 'shared-pcpu'
 BOOKS_WRONG = 'pinned-books-wrong'
 ORPHANED_ALLOCATION = 'orphaned-allocation'
@@ -478,21 +481,48 @@ def check_periodic(report, status_rows):
                 cell=row.get('cell'), host=row['host'], node=node,
                 bug='1879878' if 'Pinning' in error else None)
         for period in row.get('degraded') or ():
-            report.add(
-                DEGRADED_FIX,
-                '%s cannot %s: %d failed read(s) since %s, last at %s '
-                '(%s); the node counts as upstream does meanwhile' % (
-                    period['fix'], period['what'], period['count'],
-                    period['since'], period.get('last_at'),
-                    period.get('reason')),
-                ['make the conductor, RabbitMQ and the database reachable '
-                 'from %s (its log says which read fails)' % row['host'],
-                 'nova-revert-lock status --host %s  # DEGRADED empty: '
-                 'the next good read ends it' % row['host']],
-                cell=row.get('cell'), host=row['host'],
-                node=period['node'])
+            _degraded_finding(report, row, period)
     report.checked.append('status endpoints: %d of %d host(s) report their '
                           'periodic task' % (answered, len(status_rows)))
+
+
+def _degraded_finding(report, row, period):
+    """A ``degraded-fix`` finding for one period a status row reports."""
+    host = row['host']
+    if period['fix'] == ROLLBACK_WAIT_FIX:
+        # the live migration rollback's bounded wait (1894095)
+        message = (
+            '%s could not %s: %d rollback(s) outlasted it since %s, last '
+            'at %s (%s); the source may have booked the destination\'s '
+            'resources for such an instance until its rollback ended' % (
+                period['fix'], period['what'], period['count'],
+                period['since'], period.get('last_at'),
+                period.get('reason')))
+        repairs = [
+            'read in the log of nova-compute on %s why the live migration '
+            'rollback took that long (the driver\'s clean-up of the '
+            'destination); [DEFAULT] rpc_response_timeout there bounds the '
+            'wait (half of it)' % host,
+            'nova-revert-lock damage  # again after the source\'s next '
+            'periodic task: wrong books of the instance show there',
+            'nova-revert-lock status --host %s  # DEGRADED empty: the next '
+            'rollback that ends within the wait ends it' % host]
+        bug = '1894095'
+    else:
+        message = (
+            '%s cannot %s: %d failed read(s) since %s, last at %s (%s); '
+            'the node counts as upstream does meanwhile' % (
+                period['fix'], period['what'], period['count'],
+                period['since'], period.get('last_at'),
+                period.get('reason')))
+        repairs = [
+            'make the conductor, RabbitMQ and the database reachable from '
+            '%s (its log says which read fails)' % host,
+            'nova-revert-lock status --host %s  # DEGRADED empty: the next '
+            'good read ends it' % host]
+        bug = None
+    report.add(DEGRADED_FIX, message, repairs, cell=row.get('cell'),
+               host=host, node=period['node'], bug=bug)
 
 
 def nova_manage():

@@ -68,8 +68,9 @@ def summary(rows):
     text = '%d of %d host(s) protected' % (good, len(rows))
     degraded = sum(1 for r in rows if r.get('degraded'))
     if degraded:
-        text += ('; %d with a degraded fix (a read fails: counted as '
-                 'upstream counts until it works again)' % degraded)
+        text += ('; %d with a degraded fix (a read fails, or a live '
+                 'migration rollback outlasted the wait: see DEGRADED)'
+                 % degraded)
     return text
 
 

@@ -75,7 +75,10 @@ already means the drop to come after the clean-up ("to ensure the
 specific resources claimed on destination are released safely"); this
 makes it so. The wait is bounded by half the RPC time-out, so that the
 source's call never times out on it; past that the claim is dropped
-anyway, with a WARNING.
+anyway, with a WARNING, and the fix is degraded on the node
+(:func:`nova_revert_lock.sections.degraded`: the status endpoint serves
+it, ``status`` and ``damage`` name it) until a later rollback there ends
+within the wait.
 
 Limits: a restart in the window counts the migration again, as plain
 Nova does. Without the drop call (a source or destination too old for
@@ -105,6 +108,19 @@ from nova_revert_lock import sections
 LOG = logging.getLogger(__name__)
 
 LIVE_MIGRATION = 'live-migration'
+
+#: the fix's name in the degraded records, and what it waits for
+FIX = 'live_migration_rollback'
+WAIT = 'wait for the rollback of a live migration'
+
+
+class RollbackOutlastedWait(Exception):
+    """The reason of a degraded period: a rollback ran past the wait."""
+
+    def __init__(self, instance_uuid, waited):
+        super(RollbackOutlastedWait, self).__init__(
+            'the rollback of instance %s still ran after %.0f s'
+            % (instance_uuid, waited))
 
 
 class LiveMigrationRollbackTracker(object):
@@ -308,17 +324,27 @@ class LiveMigrationRollbackMixin(object):
         timeout = _wait_timeout()
         done, waited = self._nrl_rollbacks_running().wait(instance.uuid,
                                                           timeout)
+        nodename = self._get_nodename(instance)
         if not done:
+            # NOTE: every time at WARNING: each is another migration.
+            sections.degraded(FIX, nodename, WAIT, RollbackOutlastedWait(
+                instance.uuid, waited))
             LOG.warning('The live migration rollback on this host still '
                         'runs after %.0f s: dropping its claim meanwhile '
                         '(the source may book the destination\'s '
                         'resources until the rollback saves the '
                         'instance\'s own back)', waited, instance=instance)
-        elif waited >= 0.01:
-            LOG.debug('Waited %.2f s for the live migration rollback on '
-                      'this host before dropping its claim', waited,
-                      instance=instance)
-        nodename = self._get_nodename(instance)
+        else:
+            if waited >= 0.01:
+                LOG.debug('Waited %.2f s for the live migration rollback '
+                          'on this host before dropping its claim', waited,
+                          instance=instance)
+            period = sections.recovered(FIX, nodename, WAIT)
+            if period is not None:
+                LOG.info('Live migration rollbacks on node %(node)s end '
+                         'within the wait again, after %(count)d that did '
+                         'not since %(since)s', dict(period),
+                         instance=instance)
         LOG.debug('Dropping live migration resource claim on destination '
                   'node %s', nodename, instance=instance)
         self.rt.drop_move_claim_at_live_migration_dest(

@@ -63,6 +63,7 @@ from nova_revert_lock import fixes
 from nova_revert_lock import locking
 from nova_revert_lock.mixins import base as mixin_base
 from nova_revert_lock.mixins import live_migration_rollback
+from nova_revert_lock import sections
 from nova_revert_lock.tests.functional import base
 from nova_revert_lock.tests.functional import hooks
 from nova_revert_lock.tests.functional import test_source_window_flip
@@ -381,6 +382,42 @@ class LiveMigrationRollbackTest(_RollbackBase):
         seen = self._rollback_raced()
         self.assertEqual(self.pinned, seen['record_at_drop'])
         self.assertEqual(self.pinned, self._pcpus(self.server_a_id))
+
+    def test_a_rollback_outlasting_the_wait_degrades_the_fix(self):
+        """Past the wait the claim is dropped anyway, and that is told.
+
+        The fix is degraded on the destination's node (served by the
+        status endpoint, named by ``status`` and ``damage``); the rollback
+        still saves the instance's own pinning back when it ends.
+        """
+        if not dest_cleanup_saves_applied_context():
+            self.skipTest('Train: the clean-up runs without the context')
+        dest = self.computes[DEST].manager
+        if not isinstance(dest,
+                          live_migration_rollback.LiveMigrationRollbackMixin):
+            self.skipTest('the mixin stands aside on this Nova')
+        sections.COUNTERS.reset()
+        self.useFixture(fixtures.MockPatchObject(
+            live_migration_rollback, '_wait_timeout', return_value=0.2))
+        self._slow_dest_cleanup(seconds=1.5)
+        self._rollback_raced()
+        (period,) = [p for p in sections.snapshot()['degraded']
+                     if p['fix'] == live_migration_rollback.FIX]
+        self.assertEqual(1, period['count'])
+        self.assertIn(period['node'], dest.driver.get_available_nodes())
+        self.assertEqual(live_migration_rollback.WAIT, period['what'])
+        self.assertIn('RollbackOutlastedWait: the rollback of instance %s'
+                      % self.server_a_id, period['reason'])
+        # the rollback ends after the drop: the record is right again
+        deadline = eventlet.timeout.Timeout(30)
+        try:
+            while self._pcpus(self.server_a_id) != self.pinned:
+                eventlet.sleep(0.1)
+        except eventlet.timeout.Timeout:
+            self.fail('the rollback never saved the instance\'s own '
+                      'pinning back')
+        finally:
+            deadline.cancel()
 
     def test_through_the_conductor(self):
         """The destination makes no database call of its own.

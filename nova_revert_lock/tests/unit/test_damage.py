@@ -112,6 +112,28 @@ class ReportTest(testtools.TestCase):
         self.assertIn('MessagingTimeout', item['detail'])
         self.assertIn('nova-revert-lock status --host h1', item['repair'][1])
 
+    def test_rollback_outlasting_the_wait(self):
+        report = damage.Report()
+        period = {'fix': 'live_migration_rollback', 'node': 'n2',
+                  'count': 2, 'since': 'S', 'last_at': 'L',
+                  'what': 'wait for the rollback of a live migration',
+                  'reason': 'RollbackOutlastedWait: the rollback of '
+                            'instance u1 still ran after 30 s'}
+        damage.check_periodic(report, [
+            {'host': 'h2', 'cell': 'c', 'reachable': True,
+             'periodic_by_node': {'n2': {'outcome': 'ok'}},
+             'degraded': [period]}])
+        (item,) = report.findings
+        self.assertEqual((damage.DEGRADED_FIX, 'h2', 'n2', '1894095'),
+                         (item['kind'], item['host'], item['node'],
+                          item['bug']))
+        self.assertIn('could not wait for the rollback of a live migration: '
+                      '2 rollback(s) outlasted it since S', item['detail'])
+        self.assertIn('instance u1', item['detail'])
+        self.assertIn('rpc_response_timeout', item['repair'][0])
+        self.assertIn('nova-revert-lock status --host h2', item['repair'][2])
+        self.assertEqual(damage.ROLLBACK_WAIT_FIX, period['fix'])
+
 
 class PlacementTest(testtools.TestCase):
 

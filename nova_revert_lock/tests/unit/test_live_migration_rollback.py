@@ -118,6 +118,60 @@ class DeclarationsTest(test_base.BaseTestCase):
         self.assertNotIn('Migration.get_by', source)
 
 
+class WaitDegradesTest(test_base.BaseTestCase):
+    """A rollback outlasting the drop's wait: a degraded period."""
+
+    def setUp(self):
+        super(WaitDegradesTest, self).setUp()
+        from unittest import mock
+
+        from nova_revert_lock import sections
+        self.sections = sections
+        sections.COUNTERS.reset()
+        self.addCleanup(sections.COUNTERS.reset)
+        self.useFixture(fixtures.MockPatchObject(
+            live_migration_rollback, '_wait_timeout', return_value=0.01))
+        self.manager = mock.Mock(spec=['_nrl_rollbacks_running',
+                                       '_get_nodename', 'rt'])
+        self.rollbacks = live_migration_rollback.Rollbacks()
+        self.manager._nrl_rollbacks_running.return_value = self.rollbacks
+        self.manager._get_nodename.return_value = 'n1'
+        self.instance = mock.Mock(uuid='u1')
+        self.log = self.useFixture(fixtures.MockPatchObject(
+            live_migration_rollback, 'LOG')).mock
+
+    def _drop(self):
+        live_migration_rollback.LiveMigrationRollbackMixin.\
+            drop_move_claim_at_destination(self.manager, 'ctxt',
+                                           self.instance)
+        self.manager.rt.drop_move_claim_at_live_migration_dest.\
+            assert_called_with('ctxt', self.instance, 'n1')
+
+    def test_timeout_starts_then_in_time_ends(self):
+        self.rollbacks.start('u1')
+        self._drop()
+        self._drop()
+        (period,) = self.sections.snapshot()['degraded']
+        self.assertEqual(('live_migration_rollback', 'n1', 2),
+                         (period['fix'], period['node'], period['count']))
+        self.assertIn('RollbackOutlastedWait: the rollback of instance u1 '
+                      'still ran after', period['reason'])
+        self.assertEqual(2, self.log.warning.call_count)
+        self.rollbacks.end('u1')
+        self._drop()
+        snapshot = self.sections.snapshot()
+        self.assertEqual([], snapshot['degraded'])
+        self.assertEqual({'live_migration_rollback': 1},
+                         snapshot['degraded_ended'])
+        self.log.info.assert_called_once()
+
+    def test_in_time_records_nothing(self):
+        self._drop()
+        self.assertEqual([], self.sections.snapshot()['degraded'])
+        self.log.warning.assert_not_called()
+        self.log.info.assert_not_called()
+
+
 def _own_warnings(report, before):
     """The warnings of ``report`` that ``before`` did not have."""
     return [w for w in report.warnings if w not in before.warnings]

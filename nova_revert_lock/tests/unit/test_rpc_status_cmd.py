@@ -166,8 +166,9 @@ class TestStatusCommand(CommandMixin, test_rpc.FakeTransportMixin,
         self.assertIsNone(audit_rows.degraded(rows[1]))
         self.assertIn('source_window@n1 x3', status.format_table(rows))
         self.assertEqual('2 of 2 host(s) protected; 1 with a degraded fix '
-                         '(a read fails: counted as upstream counts until '
-                         'it works again)', status.summary(rows))
+                         '(a read fails, or a live migration rollback '
+                         'outlasted the wait: see DEGRADED)',
+                         status.summary(rows))
 
     def test_duplicate_hosts_asked_once(self):
         code, rows = self.rows('host1', 'host1')
