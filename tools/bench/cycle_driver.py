@@ -390,8 +390,8 @@ class Bench(object):
         self.periodic = periodic.PeriodicBench(self.case, self.calls)
         return self.periodic.setup(specs)
 
-    def periodic_run(self, name, nova_tracker=False):
-        return self.periodic.run(name, nova_tracker)
+    def periodic_run(self, name, nova_tracker=False, collect=False):
+        return self.periodic.run(name, nova_tracker, collect)
 
     # -- samples --------------------------------------------------------------
 

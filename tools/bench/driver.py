@@ -228,8 +228,11 @@ def _periodic_order(scenarios, runs, modes):
     return order
 
 
-def _run_periodic(procs, scenarios, runs):
-    """Time the periodic task on every scenario host, in every mode."""
+def _run_periodic(procs, scenarios, runs, collect=False):
+    """Time the periodic task on every scenario host, in every mode.
+
+    :param collect: the garbage collector runs, untimed, before each run
+    """
     setup = {}
     for mode in procs:
         procs[mode].send(cmd='periodic_setup', scenarios=scenarios)
@@ -249,7 +252,7 @@ def _run_periodic(procs, scenarios, runs):
     for scenario, mode in _periodic_order(names, runs, modes):
         proc = procs[mode.split('@')[0]]
         proc.send(cmd='periodic', scenario=scenario,
-                  nova_tracker='@' in mode)
+                  nova_tracker='@' in mode, collect=collect)
         samples[scenario][mode].append(proc.receive(PERIODIC_TIMEOUT))
     _log('periodic task: %d runs per scenario and mode in %.0f s' % (
         runs, time.time() - started))
@@ -404,6 +407,12 @@ def parse_args(argv):
                        help='rounds, each in a fresh process per mode; '
                             'the ratios are medians over the rounds '
                             '(default 5)')
+    group.add_argument('--no-periodic-collect', dest='periodic_collect',
+                       action='store_false',
+                       help='do not run the garbage collector (untimed) '
+                            'before each run: the garbage of earlier work '
+                            'is then collected in whichever run crosses '
+                            'the collector\'s threshold')
     group.add_argument('--periodic-instances', type=int, default=200,
                        help='instances on the one-node host (default 200)')
     group.add_argument('--periodic-nodes', type=int, default=50,
@@ -605,11 +614,13 @@ def _run_periodic_rounds(args, pythons):
                                        prefix)
             ready = ready or round_ready
             rounds.append(_run_periodic(procs, scenarios,
-                                        args.periodic_runs))
+                                        args.periodic_runs,
+                                        args.periodic_collect))
         finally:
             for proc in procs.values():
                 proc.close()
     return {'rounds': rounds, 'runs': args.periodic_runs,
+            'collect': args.periodic_collect,
             'scenarios': scenarios, 'ready': ready,
             'wall_s': round(time.time() - started, 1), 'load': _load()}
 

@@ -102,7 +102,8 @@ class Channel(object):
                 self.send(**bench.periodic_setup(message['scenarios']))
             elif cmd == 'periodic':
                 self.send(**bench.periodic_run(
-                    message['scenario'], message.get('nova_tracker', False)))
+                    message['scenario'], message.get('nova_tracker', False),
+                    message.get('collect', False)))
             else:
                 self.send(bye=True)
                 return

@@ -43,6 +43,7 @@ the database API and placement calls the run made and checks the books
 afterwards: each node must count its own instances exactly once.
 """
 
+import gc
 import time
 
 from oslo_utils import timeutils
@@ -237,7 +238,7 @@ class PeriodicBench(object):
         migration.status = 'reverted'
         migration.save()
 
-    def run(self, name, nova_tracker=False):
+    def run(self, name, nova_tracker=False, collect=False):
         """One timed periodic task on the scenario's host.
 
         :param nova_tracker: run it with Nova's own resource tracker class
@@ -245,8 +246,13 @@ class PeriodicBench(object):
             this host: the extension's code against Nova's, with the same
             heap, data and interpreter (two processes of one mode differ
             by a few percent, see :doc:`benchmarks`)
-        :returns: dict with ``ms`` (wall), ``cpu_ms``, ``db_calls``,
-            ``placement_calls``, ``calls`` (function name -> calls, e.g.
+        :param collect: run the garbage collector, untimed, before the
+            run: the garbage of earlier work (the set-up, the other
+            scenarios, the other class) is then not collected in
+            whichever timed run crosses the collector's threshold
+        :returns: dict with ``ms`` (wall), ``cpu_ms``, ``gc_ms`` (of it,
+            in garbage collections), ``db_calls``, ``placement_calls``,
+            ``calls`` (function name -> calls, e.g.
             ``db.migration_get_all_by_filters``) and ``wrong_nodes`` (nodes
             whose vCPU usage is not their instances' after the run)
         """
@@ -267,10 +273,14 @@ class PeriodicBench(object):
                 manager.update_available_resource(self._context())
             self.last_nova[name] = nova_tracker
             ctxt = self._context()
+            if collect:
+                gc.collect()
             before = dict(self.calls)
+            GC_TIME.reset()
             cpu, wall = time.process_time(), time.perf_counter()
             manager.update_available_resource(ctxt)
             wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+            in_gc = GC_TIME.seconds
         finally:
             rt.__class__ = composed
         calls = {k: n - before.get(k, 0) for k, n in self.calls.items()
@@ -282,9 +292,32 @@ class PeriodicBench(object):
         wrong = sorted(node for node, cn in manager.rt.compute_nodes.items()
                        if cn.vcpus_used != expected[node])
         return {'ms': round(wall * 1e3, 3), 'cpu_ms': round(cpu * 1e3, 3),
+                'gc_ms': round(in_gc * 1e3, 3),
                 'db_calls': calls.pop('db', 0),
                 'placement_calls': calls.pop('placement', 0),
                 'calls': calls, 'wrong_nodes': len(wrong)}
+
+
+class _GcTime(object):
+    """Seconds spent in garbage collections since :meth:`reset`."""
+
+    def __init__(self):
+        self.seconds = 0.0
+        self._started = None
+        gc.callbacks.append(self._callback)
+
+    def reset(self):
+        self.seconds = 0.0
+
+    def _callback(self, phase, _info):
+        if phase == 'start':
+            self._started = time.perf_counter()
+        elif self._started is not None:
+            self.seconds += time.perf_counter() - self._started
+            self._started = None
+
+
+GC_TIME = _GcTime()
 
 
 def nova_tracker_class(composed):

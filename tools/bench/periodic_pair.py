@@ -69,6 +69,9 @@ def summarize(data, ready):
             row[mode] = {
                 'ms': report._dist([r['ms'] for r in runs], (50, 95)),
                 'cpu_ms': report._dist([r['cpu_ms'] for r in runs], (50,)),
+                'gc_ms': report._dist([r['gc_ms'] for r in runs
+                                       if r.get('gc_ms') is not None],
+                                      (50,)),
                 'db_calls': report.percentile(
                     [r['db_calls'] for r in runs], 50),
                 'placement_calls': report.percentile(
@@ -102,14 +105,16 @@ def table(result):
                  result['activation'])]
     for row in result['scenarios']:
         lines.append('  %s' % row['label'])
-        lines.append('    %-18s %10s %10s %10s %9s %10s' % (
-            'mode', 'p50', 'p95', 'CPU p50', 'DB calls', 'placement'))
+        lines.append('    %-18s %10s %10s %10s %9s %9s %10s' % (
+            'mode', 'p50', 'p95', 'CPU p50', 'GC p50', 'DB calls',
+            'placement'))
         for mode in ROWS:
             m = row[mode]
-            lines.append('    %-18s %10s %10s %10s %9s %10s%s' % (
+            lines.append('    %-18s %10s %10s %10s %9s %9s %10s%s' % (
                 mode, report._fmt(m['ms']['median'], '%.1f ms'),
                 report._fmt(m['ms']['p95'], '%.1f ms'),
                 report._fmt(m['cpu_ms']['median'], '%.1f ms'),
+                report._fmt(m.get('gc_ms', {}).get('median'), '%.1f ms'),
                 report._fmt(m['db_calls'], '%g'),
                 report._fmt(m['placement_calls'], '%g'),
                 ('  %d runs with wrong books' % m['wrong_runs'])
@@ -153,7 +158,7 @@ def one_pair(args):
                                     % ready['extension']['activation'])
         data = driver._run_periodic(procs, periodic.scenarios(
             args.instances, args.nodes, args.node_instances, args.reverts),
-            args.runs)
+            args.runs, args.collect)
     finally:
         for proc in procs.values():
             proc.close()
@@ -196,6 +201,10 @@ def main(argv=None):
                         help='fresh process pairs, one after another; '
                              'with more than one, the median of each '
                              'ratio over the pairs is printed too')
+    parser.add_argument('--no-collect', dest='collect',
+                        action='store_false',
+                        help='do not run the garbage collector (untimed) '
+                             'before each run')
     parser.add_argument('--results-dir', default='results/periodic-pair')
     parser.add_argument('--format', choices=('table', 'json'),
                         default='table')

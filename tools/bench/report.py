@@ -329,6 +329,7 @@ def _periodic(result, data):
     result['periodic_round_ratios'] = by_round
     result['periodic_settings'] = collections.OrderedDict([
         ('runs', data['runs']), ('rounds', len(rounds)),
+        ('collect', data.get('collect', False)),
         ('setup_s', [one.get('setup_s') for one in rounds]),
         ('wall_s', data.get('wall_s')), ('load', data.get('load'))])
 
@@ -343,6 +344,7 @@ def _periodic_round(result, data):
     scenarios, wall, cpu, calls, ratio, cpu_ratio, wrong = (
         [], {}, {}, {}, {}, {}, {})
     beyond, beyond_cpu, same, same_cpu, control = {}, {}, {}, {}, {}
+    in_gc = {}
     for spec in (data or {}).get('scenarios', []):
         name = spec['name']
         scenarios.append(collections.OrderedDict([
@@ -352,12 +354,16 @@ def _periodic_round(result, data):
             ('reverts', spec['reverts'])]))
         per_mode = data['samples'].get(name, {})
         wall[name], cpu[name], calls[name], wrong[name] = {}, {}, {}, {}
+        in_gc[name] = {}
         for mode in PERIODIC_MODES + tuple(SAME_PROCESS.values()):
             runs = per_mode.get(mode)
             if runs is None:
                 continue
             wall[name][mode] = _dist([r['ms'] for r in runs], (50, 95))
             cpu[name][mode] = _dist([r['cpu_ms'] for r in runs], (50, 95))
+            in_gc[name][mode] = _dist([r.get('gc_ms') for r in runs
+                                       if r.get('gc_ms') is not None],
+                                      (50, 95))
             keys = sorted(set(k for r in runs for k in r.get('calls', {})))
             calls[name][mode] = collections.OrderedDict([
                 ('db', _rounded(percentile([r['db_calls'] for r in runs],
@@ -391,6 +397,8 @@ def _periodic_round(result, data):
     result['periodic_ms'] = wall
     result['periodic_ratio_vs_upstream'] = ratio
     result['periodic_cpu_ms'] = cpu
+    # of the wall-clock time, in garbage collections
+    result['periodic_gc_ms'] = in_gc
     result['periodic_cpu_ratio_vs_upstream'] = cpu_ratio
     # neither with the extension: how far two processes and two releases
     # of Nova are apart with the same code path (upstream's does more)
@@ -579,10 +587,12 @@ def _periodic_lines(result):
     by_round = result.get('periodic_round_ratios', {})
     lines = ['Periodic task: update_available_resource of one compute host, '
              '%s runs per scenario and mode%s, one mode at a time, the modes '
-             'interleaved%s' % (
+             'interleaved%s%s' % (
                  settings.get('runs', '?'),
                  ' in each of %d rounds of fresh processes' % rounds
                  if rounds else '',
+                 '; the garbage collector runs before each run, untimed'
+                 if settings.get('collect') else '',
                  '; ratios are medians over the rounds (each round\'s in '
                  'brackets)' if rounds else ''), '']
 
@@ -593,8 +603,9 @@ def _periodic_lines(result):
         if mode is not None:
             values = values.get(mode, [])
         return ' [%s]' % ' '.join(_fmt(v, '%.3f') for v in values)
-    head = '    %-20s %-8s %10s %10s %10s %9s %10s' % (
-        'mode', 'nova', 'p50', 'p95', 'CPU p50', 'DB calls', 'placement')
+    head = '    %-20s %-8s %10s %10s %10s %9s %9s %10s' % (
+        'mode', 'nova', 'p50', 'p95', 'CPU p50', 'GC p50', 'DB calls',
+        'placement')
     for spec in result['periodic_scenarios']:
         name = spec['name']
         lines.append('  %s' % spec['label'])
@@ -605,12 +616,14 @@ def _periodic_lines(result):
             wall = result['periodic_ms'][name][mode]
             calls = result['periodic_calls'][name][mode]
             wrong = result['periodic_wrong_runs'][name][mode]
-            lines.append('    %-20s %-8s %10s %10s %10s %9s %10s%s' % (
+            lines.append('    %-20s %-8s %10s %10s %10s %9s %9s %10s%s' % (
                 mode, modes.get(mode.split('@')[0], {}).get(
                     'nova_version') or '?',
                 _fmt(wall['median'], '%.1f ms'), _fmt(wall['p95'], '%.1f ms'),
                 _fmt(result['periodic_cpu_ms'][name][mode]['median'],
                      '%.1f ms'),
+                _fmt(result['periodic_gc_ms'][name].get(mode, {}).get(
+                    'median'), '%.1f ms'),
                 _fmt(calls['db'], '%g'), _fmt(calls['placement'], '%g'),
                 ('  %d runs with wrong books' % wrong) if wrong else ''))
         lines.append('    median ratio extension/upstream: %s%s (CPU time: '
@@ -859,8 +872,8 @@ def _intro(result):
     env = result['environment']
     return textwrap.wrap(
         'Measured with ``%s`` on %s (%s CPUs, load average %s at the start, '
-        '%s at the end; the machine was shared with other work, so compare '
-        'modes within this run rather than with other runs).' % (
+        '%s at the end; compare modes within this run rather than with '
+        'other runs).' % (
             env.get('command', 'python -m tools.bench'),
             env.get('date', '?'), env.get('cpus'), env.get('load_start'),
             env.get('load_end')), 79)

@@ -339,6 +339,18 @@ class PeriodicSummaryTest(unittest.TestCase):
         self.assertIn('median ratio plain/upstream (no extension in either):'
                       ' 1.100 [1.100 1.100 1.100]', table)
         self.assertIn('periodic runs took 30.0 s in 3 rounds', table)
+        self.assertNotIn('garbage collector runs before', table)
+        run['periodic']['collect'] = True
+        for one in run['periodic']['rounds']:
+            for run_ in one['samples']['one-node']['plain']:
+                run_['gc_ms'] = 7.0
+        result = report.summarize(run)
+        self.assertEqual(7.0, result['periodic_gc_ms']['one-node']['plain'][
+            'median'])
+        table = '\n'.join(report.table(result, (report.PERIODIC,)))
+        self.assertIn('the garbage collector runs before each run, '
+                      'untimed', table)
+        self.assertRegex(table, r'plain +21\.1\.0 .* 7\.0 ms ')
         run['periodic']['rounds'][1]['samples']['one-node']['extension'][0][
             'wrong_nodes'] = 1
         self.assertEqual(1, len(driver.validity_problems(
@@ -359,6 +371,9 @@ class DriverArgsTest(unittest.TestCase):
 
     def test_periodic_rounds(self):
         self.assertEqual(5, driver.parse_args([]).periodic_rounds)
+        self.assertTrue(driver.parse_args([]).periodic_collect)
+        self.assertFalse(driver.parse_args(
+            ['--no-periodic-collect']).periodic_collect)
         with mock.patch('sys.stderr'):
             self.assertRaises(SystemExit, driver.parse_args,
                               ['--periodic-rounds', '0'])
@@ -393,6 +408,8 @@ class DriverArgsTest(unittest.TestCase):
         self.assertEqual(2 * modes, len(closed))
         self.assertIn(('extension', 'periodic-2-extension.log'), started)
         self.assertEqual(2, timed.call_count)
+        # the collector runs before each run unless told not to
+        self.assertEqual(True, timed.call_args[0][3])
         self.assertEqual(2, len(data['rounds']))
         self.assertEqual(3, data['runs'])
         self.assertEqual(set(cycle_driver.PERIODIC_MODES), set(data['ready']))
