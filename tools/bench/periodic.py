@@ -238,7 +238,7 @@ class PeriodicBench(object):
         migration.status = 'reverted'
         migration.save()
 
-    def run(self, name, nova_tracker=False, collect=False):
+    def run(self, name, nova_tracker=False, collect=False, around=None):
         """One timed periodic task on the scenario's host.
 
         :param nova_tracker: run it with Nova's own resource tracker class
@@ -250,6 +250,9 @@ class PeriodicBench(object):
             run: the garbage of earlier work (the set-up, the other
             scenarios, the other class) is then not collected in
             whichever timed run crosses the collector's threshold
+        :param around: ``around(function, *args)`` calls the timed
+            periodic task itself (``tools.bench.instructions`` counts the
+            instructions executed inside it); None calls it directly
         :returns: dict with ``ms`` (wall), ``cpu_ms``, ``gc_ms`` (of it,
             in garbage collections), ``db_calls``, ``placement_calls``,
             ``calls`` (function name -> calls, e.g.
@@ -278,7 +281,10 @@ class PeriodicBench(object):
             before = dict(self.calls)
             GC_TIME.reset()
             cpu, wall = time.process_time(), time.perf_counter()
-            manager.update_available_resource(ctxt)
+            if around is None:
+                manager.update_available_resource(ctxt)
+            else:
+                around(manager.update_available_resource, ctxt)
             wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
             in_gc = GC_TIME.seconds
         finally:

@@ -24,6 +24,7 @@ from unittest import mock
 
 from tools.bench import cycle_driver
 from tools.bench import driver
+from tools.bench import instructions
 from tools.bench import periodic
 from tools.bench import periodic_pair
 from tools.bench import report
@@ -576,6 +577,122 @@ class PeriodicPairTest(unittest.TestCase):
         self.assertEqual([1.02, 1.04, 1.0], rows[0]['ratios'])
         self.assertEqual(1.02, rows[0]['ratio'])
         self.assertEqual(1.02, rows[0]['same_process_ratio'])
+
+
+PROFILE = """# callgrind format
+version: 1
+creator: callgrind-3.19.0
+cmd: python -m tools.bench.instructions --child extension
+events: Ir
+summary: %d
+fn=(1) math_fsum
+0 3
+totals: %d
+"""
+
+
+class InstructionsTest(unittest.TestCase):
+
+    def _write(self, directory, name, ir):
+        with open(os.path.join(directory, name), 'w') as f:
+            f.write(PROFILE % (ir, ir))
+
+    def test_profiles_read_in_the_order_callgrind_wrote_them(self):
+        with tempfile.TemporaryDirectory() as d:
+            # the file at exit (no suffix), ten runs, another process's
+            self._write(d, 'callgrind.extension.42', 0)
+            for n in range(1, 11):
+                self._write(d, 'callgrind.extension.42.%d' % n, n)
+            self._write(d, 'callgrind.extension.43.1', 99)
+            self._write(d, 'callgrind.plain.42.1', 98)
+            dumps = instructions._dumps(d, 'extension', 42)
+            self.assertEqual(['callgrind.extension.42.%d' % n
+                              for n in range(1, 11)],
+                             [os.path.basename(p) for p in dumps])
+            self.assertEqual({'Ir': 7},
+                             instructions.read_profile(dumps[6]))
+
+    def test_a_truncated_profile_is_refused(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, 'callgrind.plain.1.1')
+            with open(path, 'w') as f:
+                f.write('events: Ir\n')
+            self.assertRaises(ValueError, instructions.read_profile, path)
+
+    def test_cache_events_are_read_by_name(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, 'callgrind.plain.1.1')
+            with open(path, 'w') as f:
+                f.write('events: Ir Dr Dw D1mr\ntotals: 10 4 3\n')
+            self.assertEqual({'Ir': 10, 'Dr': 4, 'Dw': 3, 'D1mr': 0},
+                             instructions.read_profile(path))
+
+    def test_the_run_happens_inside_the_marker(self):
+        calls = []
+        with mock.patch.object(instructions.math, 'fsum',
+                               side_effect=lambda it: sum(it)) as fsum:
+            instructions._counted(calls.append, 'ctxt')
+        self.assertEqual(['ctxt'], calls)
+        fsum.assert_called_once()
+        self.assertRaises(ZeroDivisionError, instructions._counted,
+                          lambda: 1 / 0)
+
+    def _run(self, scenario, tracker, ir, wrong=0):
+        return {'scenario': scenario, 'tracker': tracker,
+                'wrong_nodes': wrong, 'events': {'Ir': ir}}
+
+    def test_ratios_per_scenario(self):
+        specs = periodic.scenarios(200, 50, 4, 0)
+        modes = collections.OrderedDict([
+            ('extension', {'runs': [
+                # counted with the simulated caches cold: not reported
+                self._run('one-node', 'warm-up', 5000),
+                self._run('one-node', 'composed', 1002),
+                self._run('one-node', 'nova', 1000),
+                self._run('one-node', 'nova', 1000),
+                self._run('one-node', 'composed', 1004),
+                self._run('many-nodes', 'composed', 2000, wrong=1),
+                self._run('many-nodes', 'nova', 2000)]}),
+            ('plain', {'runs': [
+                self._run('one-node', 'plain', 1001),
+                self._run('one-node', 'plain', 1001),
+                self._run('many-nodes', 'plain', 1990)]})])
+        rows = instructions.summarize(specs, modes)
+        self.assertEqual(1.003, rows[0]['composed_vs_nova'])
+        self.assertEqual(1.002, rows[0]['composed_vs_plain'])
+        self.assertEqual(0.999, rows[0]['nova_vs_plain'])
+        self.assertEqual(1, rows[1]['composed']['wrong_runs'])
+        text = '\n'.join(instructions.table(collections.OrderedDict(
+            nova='31.3.1', python='3.11.7', runs=2,
+            activation='already-fixed', scenarios=rows)))
+        self.assertIn('1,003 instructions (runs within 0.20%)', text)
+        self.assertIn('composed/nova (one process) 1.0030', text)
+        self.assertIn('1 runs with wrong books', text)
+
+    def test_against_another_releases_plain(self):
+        specs = periodic.scenarios(200, 50, 4, 0)[:1]
+        ours = {'nova': '21.1.0', 'scenarios': instructions.summarize(
+            specs, {'extension': {'runs': [
+                self._run('one-node', 'composed', 1020),
+                self._run('one-node', 'nova', 1000)]}})}
+        theirs = {'nova': '21.1.2', 'scenarios': instructions.summarize(
+            specs, {'plain': {'runs': [
+                self._run('one-node', 'plain', 1000)]}})}
+        rows = instructions.against(ours, theirs)
+        self.assertEqual([('1 node x 200 instances', '21.1.2', 1.02)],
+                         [(r['label'], r['nova'], r['ratio'])
+                          for r in rows])
+        theirs['scenarios'][0]['label'] = '1 node x 50 instances'
+        self.assertIsNone(instructions.against(ours, theirs)[0]['ratio'])
+
+    def test_without_the_plain_process(self):
+        specs = periodic.scenarios(200, 50, 4, 0)[:1]
+        rows = instructions.summarize(specs, {'extension': {'runs': [
+            self._run('one-node', 'composed', 1010),
+            self._run('one-node', 'nova', 1000)]}})
+        self.assertEqual(1.01, rows[0]['composed_vs_nova'])
+        self.assertIsNone(rows[0]['composed_vs_plain'])
+        self.assertNotIn('plain', rows[0])
 
 
 class BusyNoteTest(unittest.TestCase):
