@@ -116,9 +116,13 @@ def _child(mode, specs, runs):
 
     from nova_revert_lock.tests.functional import base
 
+    # NOTE: the process's own stdout, which the test fixtures' output
+    # capture (OS_STDOUT_CAPTURE, set by tox) does not replace
+    channel = os.fdopen(os.dup(sys.stdout.fileno()), 'w')
+
     def say(**message):
-        sys.stdout.write(PREFIX + json.dumps(message) + '\n')
-        sys.stdout.flush()
+        channel.write(PREFIX + json.dumps(message) + '\n')
+        channel.flush()
 
     class InstructionsCase(base.ExtensionFixtureMixin, base.RaceMixin,
                            integrated_helpers.ProviderUsageBaseTestCase):
