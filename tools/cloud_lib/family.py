@@ -275,7 +275,12 @@ class Family(soak_mod.Soak):
             while queued is None:
                 migs = {sid: self.migration(sid, '2.59') for sid in sids}
                 for sid, mig in sorted(migs.items()):
-                    if mig and mig['status'] == 'queued':
+                    ahead = [m for s, m in migs.items() if s != sid][0]
+                    # NOTE: every live migration is 'queued' for a moment
+                    # before the source's executor starts it; this one
+                    # waits only while the other holds the one slot.
+                    if (mig and mig['status'] == 'queued' and ahead and
+                            ahead['status'] in ('preparing', 'running')):
                         queued = (sid, mig)
                 if queued is None and (time.monotonic() > deadline or all(
                         m and m['status'] in ('completed', 'error',
