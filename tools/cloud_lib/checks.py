@@ -1243,6 +1243,14 @@ def _degraded(c, args):
                   record['host'], record['degraded_s'],
                   record['failed_reads'], record['summary'],
                   record['cleared_s']))
+        lm = record['live_migration_rollback']
+        print('degraded: %s live_migration_rollback degraded by a clean-up '
+              'outlasting its wait (the source ended the rollback in %.0f s: '
+              '%s, server %s on %s), damage named it; cleared by the next '
+              'rollback (%.1f s)' % (
+                  lm['dest'], lm['first']['rollback_s'],
+                  lm['first']['status'], lm['first']['server_status'],
+                  lm['first']['host_after'], lm['second']['rollback_s']))
     for p in problems:
         print('PROBLEM: %s' % p)
     return 1 if problems else 0
@@ -1413,7 +1421,10 @@ def add_parsers(sub):
     dg = sub.add_parser('degraded', help='a compute with the extension '
                         'whose look-up reads fail (as with its conductor\'s '
                         'database down): status --all and damage show the '
-                        'degraded fix, which clears once reads work')
+                        'degraded fix, which clears once reads work; '
+                        'then a live migration\'s clean-up on its '
+                        'destination outlasting live_migration_rollback\'s '
+                        'wait, shown and cleared the same way')
     dg.add_argument('--up', action='store_true',
                     help='bring up a cloud for the run, down after it')
     dg.set_defaults(func=cmd_degraded)

@@ -33,6 +33,19 @@ read (a node's history of reverts is read once per process), and then:
 4. waits until ``status --all`` shows the host no longer degraded and
    counts the ended period, and ``damage`` no longer names it.
 
+Then the same for ``live_migration_rollback``'s wait, on the second
+compute as a live migration's destination: a server on the third is
+block-migrated to it and aborted while the migration runs, with the
+destination's ``driver-rollback`` point armed (action ``pause``): the
+destination's clean-up outlasts the fix's wait (half of
+``rpc_response_timeout``, 30 s here), so its ``drop_move_claim_at_
+destination`` drops the claim when the wait ends, and the fix is
+degraded on the node. The runner checks that the source still ended the
+rollback (the migration ``cancelled``, the server ``ACTIVE`` on the
+source, no task state), that ``status --all`` and ``damage`` show the
+period, lets the clean-up go on, and aborts a second live migration of
+the same server, which rolls back within the wait: the period ends.
+
 Every step is timed; the record goes to FILE.
 """
 
@@ -50,6 +63,8 @@ TOP = os.path.dirname(os.path.dirname(os.path.dirname(
 #: is 1 s in this cloud, the tracker's lock shared with the moves)
 WAIT_S = 180
 FIX = 'source_window'
+#: the second: the destination's wait for a live migration's rollback
+ROLLBACK_FIX = 'live_migration_rollback'
 
 
 class Failed(Exception):
@@ -72,12 +87,23 @@ class Runner(object):
         return sorted(h for h in os.listdir(top)
                       if os.path.isdir(os.path.join(top, h)))
 
-    def arm(self, host):
+    def arm(self, host, spec=None):
         fired = os.path.join(self._dir(host), 'fault.fired')
         if os.path.exists(fired):
             os.unlink(fired)
         with open(os.path.join(self._dir(host), 'fault.json'), 'w') as f:
-            json.dump({'point': 'look-up', 'action': 'fail'}, f)
+            json.dump(spec or {'point': 'look-up', 'action': 'fail'}, f)
+
+    def fired(self, host):
+        try:
+            with open(os.path.join(self._dir(host), 'fault.fired')) as f:
+                return json.load(f)
+        except (IOError, OSError, ValueError):
+            return None
+
+    def resume(self, host):
+        with open(os.path.join(self._dir(host), 'fault.resume'), 'w'):
+            pass
 
     def disarm(self, host):
         try:
@@ -135,26 +161,31 @@ class Runner(object):
                 proc.returncode, proc.stderr[-300:]))
 
     @staticmethod
-    def periods(rows, host):
+    def periods(rows, host, fix=FIX):
         for row in rows:
             if row['host'] == host:
                 return [p for p in row.get('degraded') or ()
-                        if p['fix'] == FIX], row.get('degraded_ended') or {}
+                        if p['fix'] == fix], row.get('degraded_ended') or {}
         raise Failed('status --all has no row for %s' % host)
 
-    def wait_status(self, host, degraded):
+    def wait_status(self, host, degraded, fix=FIX):
         deadline = time.monotonic() + WAIT_S
         while True:
             rows, summary = self.status_all()
-            periods, ended = self.periods(rows, host)
+            periods, ended = self.periods(rows, host, fix)
             if bool(periods) == degraded:
                 return periods, ended, summary
             if time.monotonic() > deadline:
-                raise Failed('%s not %s within %d s (failed reads %d): %s'
-                             % (host, 'degraded' if degraded else
-                                'cleared', WAIT_S, self.failed_reads(host),
+                raise Failed('%s: %s not %s within %d s (fault %s): %s'
+                             % (fix, host, 'degraded' if degraded else
+                                'cleared', WAIT_S, self.fired(host),
                                 summary))
             time.sleep(2)
+
+    def degraded_findings(self, host, fix):
+        return [f for f in self.damage()
+                if f['kind'] == 'degraded-fix' and f['host'] == host and
+                fix in json.dumps(f)]
 
     def run(self):
         host = self.computes()[0]
@@ -175,9 +206,7 @@ class Runner(object):
             if 'with a degraded fix' not in summary:
                 raise Failed('status --all does not count the degraded '
                              'host: %s' % summary)
-            findings = [f for f in self.damage()
-                        if f['kind'] == 'degraded-fix' and
-                        f['host'] == host]
+            findings = self.degraded_findings(host, FIX)
             if not findings or not findings[0].get('repair'):
                 raise Failed('damage names no degraded-fix on %s with a '
                              'repair' % host)
@@ -191,11 +220,140 @@ class Runner(object):
         record['summary_after'] = summary
         if not ended.get(FIX):
             raise Failed('the ended period is not counted: %s' % ended)
-        if any(f['kind'] == 'degraded-fix' and f['host'] == host
-               for f in self.damage()):
+        if self.degraded_findings(host, FIX):
             raise Failed('damage still names the degraded fix on %s' % host)
         record['damage_cleared_s'] = at()
+        record[ROLLBACK_FIX] = self.rollback_wait()
         return record
+
+    # -- live_migration_rollback's wait ----------------------------------
+
+    def rollback_wait(self):
+        from cloud_lib import family as family_mod
+        from cloud_lib import soak as soak_mod
+
+        hosts = self.computes()
+        dest, source = hosts[1], hosts[2]
+        rec = {'dest': dest, 'source': source}
+        started = time.monotonic()
+
+        def at():
+            return round(time.monotonic() - started, 1)
+
+        f = family_mod._family()
+        sid = f.boot('nrl-degraded-live', source)
+        try:
+            f.wait(sid, 'ACTIVE')
+            books, base, watch = f.record('degraded-live', sid, source)
+            self.arm(dest, {'point': 'driver-rollback', 'action': 'pause'})
+            try:
+                rec['first'] = self.abort_live(f, sid, dest, watch)
+                rec['first']['ended_s'] = at()
+                # NOTE: while the destination's clean-up still hangs: the
+                # claim it dropped when the wait ended is not counted
+                # again, the source holds the server, no host reads below
+                # what its other servers hold.
+                self.judge(f, books, 'first rollback ended',
+                           f.holds(base, source), watch)
+                fired = self.fired(dest)
+                if not fired or fired.get('point') != 'driver-rollback':
+                    raise Failed('the destination\'s rollback never reached '
+                                 'its driver (fault %s)' % fired)
+                periods, _ended, summary = self.wait_status(
+                    dest, True, ROLLBACK_FIX)
+                rec['degraded_s'] = at()
+                rec['degraded'] = periods
+                rec['summary'] = summary
+                if 'with a degraded fix' not in summary:
+                    raise Failed('status --all does not count the degraded '
+                                 'host: %s' % summary)
+                findings = self.degraded_findings(dest, ROLLBACK_FIX)
+                if not findings or not findings[0].get('repair'):
+                    raise Failed('damage names no degraded %s on %s with a '
+                                 'repair' % (ROLLBACK_FIX, dest))
+                rec['finding'] = findings[0]
+            finally:
+                self.disarm(dest)
+                self.resume(dest)
+            rec['second'] = self.abort_live(f, sid, dest, watch)
+            self.judge(f, books, 'second rollback ended',
+                       f.holds(base, source), watch)
+            rec['books_late'] = books['late']
+            _periods, ended, summary = self.wait_status(dest, False,
+                                                        ROLLBACK_FIX)
+            rec['cleared_s'] = at()
+            rec['ended'] = ended
+            rec['summary_after'] = summary
+            if not ended.get(ROLLBACK_FIX):
+                raise Failed('the ended %s period is not counted: %s'
+                             % (ROLLBACK_FIX, ended))
+            if self.degraded_findings(dest, ROLLBACK_FIX):
+                raise Failed('damage still names the degraded %s on %s'
+                             % (ROLLBACK_FIX, dest))
+        except soak_mod.CycleError as e:
+            raise Failed(str(e))
+        finally:
+            f.delete([sid])
+        return rec
+
+    @staticmethod
+    def judge(f, books, point, expected, watch):
+        """Both books settle on ``expected``; none ever read below it."""
+        f._judge(books, point, expected, watch)
+        wrong = books['under'] or books['stable']
+        if wrong:
+            raise Failed('books wrong at %s: %s' % (point, json.dumps(
+                {'under': books['under'][:3], 'stable': books['stable']})))
+
+    @staticmethod
+    def abort_live(f, sid, dest, watch):
+        """Block-migrate ``sid`` to ``dest``, abort it while it runs.
+
+        Returns once the source ended the rollback: the migration
+        ``cancelled``, the server ``ACTIVE`` where it was, no task state.
+        """
+        from cloud_lib import soak as soak_mod
+
+        host = f.server(sid)['OS-EXT-SRV-ATTR:host']
+        f.c.compute.post('/servers/%s/action' % sid, json={
+            'os-migrateLive': {'host': dest, 'block_migration': True}},
+            microversion='2.30')
+        # NOTE: the cloud's fake driver holds a live migration for up to
+        # 5 s and rolls it back when it is aborted meanwhile.
+        deadline = time.monotonic() + 60
+        while True:
+            mig = f.migration(sid)
+            if mig and mig['dest_compute'] == dest and (
+                    mig['status'] == 'running'):
+                break
+            if time.monotonic() > deadline:
+                raise Failed('no running live migration to %s: %s'
+                             % (dest, mig and mig['status']))
+            watch()
+            time.sleep(soak_mod.POLL)
+        t0 = time.monotonic()
+        f.c.compute.delete('/servers/%s/migrations/%s' % (sid, mig['id']))
+        deadline = time.monotonic() + soak_mod.TIMEOUT
+        while True:
+            status = f.migration(sid)['status']
+            server = f.server(sid)
+            if status in ('cancelled', 'error', 'failed', 'completed') and (
+                    not server.get('OS-EXT-STS:task_state')):
+                break
+            if time.monotonic() > deadline:
+                raise Failed('the aborted live migration did not end: %s, '
+                             'task state %s' % (
+                                 status, server.get('OS-EXT-STS:task_state')))
+            watch()
+            time.sleep(soak_mod.POLL)
+        out = {'migration': mig['id'], 'status': status,
+               'server_status': server['status'],
+               'host_after': server['OS-EXT-SRV-ATTR:host'],
+               'rollback_s': round(time.monotonic() - t0, 1)}
+        if (status != 'cancelled' or server['status'] != 'ACTIVE' or
+                out['host_after'] != host):
+            raise Failed('the abort did not roll back: %s' % out)
+        return out
 
 
 def main(argv=None):

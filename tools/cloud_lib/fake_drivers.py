@@ -25,6 +25,13 @@ destination then claims the server's resources for the live migration
 (a migration context, ``live_migration_claim``), and the rollback drops
 that claim with ``drop_move_claim_at_destination``: the path of bug
 1894095, which ``live_migration_rollback`` replaces.
+
+A live migration asked for as a block migration (``block_migration:
+true`` from the API) is one between computes that share no storage, as
+in a cloud of local disks: the source then has the destination clean up
+after a rollback (``rollback_live_migration_at_destination``, cast
+before the claim is dropped), which a migration on shared storage skips.
+Nothing is copied; only Nova's bookkeeping follows the storage.
 """
 
 from nova.virt import fake
@@ -38,6 +45,9 @@ class NumaLiveMigrateDriver(fake.FakeLiveMigrateDriver):
                                                               **kwargs)
         if 'dst_supports_numa_live_migration' in data.fields:
             data.dst_supports_numa_live_migration = True
+        if data.obj_attr_is_set('block_migration') and data.block_migration:
+            data.is_shared_instance_path = False
+            data.is_shared_block_storage = False
         return data
 
     def check_can_live_migrate_source(self, context, instance,

@@ -56,6 +56,13 @@ the fault runner (``faults.py``) writes an *arm file*,
     ``DBConnectionError``), every time, for as long as the arm file is
     there (``{"point": "look-up", "action": "fail"}``); ``fault.fired``
     counts the failed reads.
+``driver-rollback``
+    as the cloud's fake driver (:mod:`fake_drivers`) starts a live
+    migration's rollback on this host, the destination
+    (``rollback_live_migration_at_destination``, reached for a block
+    migration only): with ``"action": "pause"`` the destination's
+    clean-up outlasts ``live_migration_rollback``'s wait for it, as a
+    slow disk clean-up would.
 
 At the point the hook removes the arm file (the restarted process must
 not die again) and writes ``fault.fired`` (the point and the time).
@@ -204,6 +211,7 @@ def install(directory):
     dispatcher.RPCDispatcher._do_dispatch = _do_dispatch
 
     _install_look_up(hook)
+    _install_driver_rollback(hook)
 
     from nova.compute import rpcapi
     for name in RPC_POINTS:
@@ -211,6 +219,28 @@ def install(directory):
         if method is not None:
             setattr(rpcapi.ComputeAPI, name, _rpc_point(hook, name, method))
     return hook
+
+
+def _install_driver_rollback(hook):
+    # NOTE: the cloud's own driver class, not Nova's: computes on another
+    # driver (libvirt) have no such point.
+    try:
+        from nova.virt import nrl_cloud
+    except ImportError:
+        return
+    cls = nrl_cloud.NumaLiveMigrateDriver
+    rollback = cls.rollback_live_migration_at_destination
+
+    def rollback_live_migration_at_destination(self, context, instance,
+                                               *args, **kwargs):
+        spec = hook.armed('driver-rollback')
+        if spec is not None:
+            hook.fire(spec, 'the driver\'s rollback of instance %s'
+                      % instance.uuid)
+        return rollback(self, context, instance, *args, **kwargs)
+
+    cls.rollback_live_migration_at_destination = (
+        rollback_live_migration_at_destination)
 
 
 def _rpc_point(hook, name, method):
