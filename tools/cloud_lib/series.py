@@ -57,6 +57,11 @@ SERIES = {
         'peers': {
             '21.1.2': {'python': '3.8', 'constraints': 'ussuri.txt'},
             '20.6.1': {'python': '3.6', 'constraints': 'train.txt'},
+            # NOTE: the services' release built with patches/ussuri, as
+            # a distribution or an operator building from source would
+            # (tools/cloud patched)
+            '21.1.0-patched': {'python': '3.8', 'constraints': 'ussuri.txt',
+                               'release': '21.1.0', 'patches': 'ussuri'},
         },
     },
     'epoxy': {
