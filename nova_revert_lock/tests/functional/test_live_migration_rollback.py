@@ -208,11 +208,25 @@ class _RollbackBase(test_source_window_pinning._PinningWindowBase):
         this framework's server takes them one after the other): the
         destination's manager runs it in a green thread of its own, on
         a copy of what the source sent.
+
+        The source goes on once the driver's save is done, as when the
+        cast is handled first (the source sends it first, to the same
+        queue) and its save lands before the destination takes the drop
+        call: what is raced is the drop against the clean-up's slow
+        part, never the order in which the two green threads happen to
+        start (which timing alone decided, and a loaded machine turned).
         """
+        saved = eventlet.event.Event()
+
+        def reached():
+            if not saved.ready():
+                saved.send()
+
         def rollback(orig, driver, *args, **kwargs):
             try:
                 return orig(driver, *args, **kwargs)
             finally:
+                reached()
                 eventlet.sleep(seconds)
 
         hooks.wrap(self, 'nova.virt.libvirt.driver.LibvirtDriver.'
@@ -222,9 +236,19 @@ class _RollbackBase(test_source_window_pinning._PinningWindowBase):
         def cast(orig_cast, rpcapi, ctxt, instance, host, destroy_disks,
                  migrate_data):
             self.assertEqual(DEST, host)
-            eventlet.spawn(dest.rollback_live_migration_at_destination,
-                           ctxt, instance.obj_clone(), destroy_disks,
+
+            def run(instance, migrate_data):
+                try:
+                    dest.rollback_live_migration_at_destination(
+                        ctxt, instance, destroy_disks, migrate_data)
+                finally:
+                    # NOTE: a rollback that fails before the driver must
+                    # not hold the source: the test's checks fail then.
+                    reached()
+
+            eventlet.spawn(run, instance.obj_clone(),
                            migrate_data.obj_clone())
+            saved.wait()
 
         hooks.wrap(self, 'nova.compute.rpcapi.ComputeAPI.'
                    'rollback_live_migration_at_destination', cast)
