@@ -1134,7 +1134,8 @@ def _own_cloud(args, run):
     """
     if not getattr(args, 'up', False):
         return run(_up_cloud(args))
-    c = cloud_mod.Cloud(args.state_dir)
+    c = cloud_mod.Cloud(args.state_dir, getattr(args, 'series', None) or
+                        'ussuri')
     if c.state and c.state.running():
         sys.stderr.write('cloud: a cloud is up in %s; tools/cloud down '
                          'first\n' % args.state_dir)
@@ -1226,6 +1227,15 @@ def patched_release(c):
     return None
 
 
+def closes_revert_window(c):
+    """Does the series' patched build say it closes the revert window?"""
+    peer = c.info['peers'][patched_release(c)]
+    path = os.path.join(cloud_mod.TOP, 'patches', peer['patches'], 'series')
+    with open(path) as f:
+        return any(line.split() == ['#', 'closes:', 'revert-window']
+                   for line in f)
+
+
 def cmd_patched(args):
     """Every compute on Nova built with the patch series, no extension."""
     return _own_cloud(args, lambda c: _patched(c, args))
@@ -1295,6 +1305,13 @@ def _patched_phase(c, args, results, label):
         if label == 'patched' and soak['wrong']:
             problems.append('soak on the patched build: %d wrong cycles'
                             % soak['wrong'])
+        if (label == 'patched' and soak['neither_cycles'] and
+                closes_revert_window(c)):
+            # NOTE: the series says it closes the revert window: a
+            # reverting server read on neither host is that window, open
+            problems.append('soak on the patched build: %d reverts read on '
+                            'neither host (the revert window the series '
+                            'closes)' % soak['neither_cycles'])
     family = _step(results, 'family %s' % label, run_family, c, out)
     results['family_%s' % label] = {
         step: rec and {k: rec.get(k) for k in (
@@ -1520,6 +1537,11 @@ def add_parsers(sub):
                         'leave the books right; first the same on the '
                         'published release (the baseline: bug 1949808 '
                         'shows)')
+    pa.add_argument('--series', choices=sorted(
+        n for n, i in SERIES.items() if any(
+            p.get('patches') for p in i.get('peers', {}).values())),
+        default='ussuri', help='with --up: the release series (default '
+        'ussuri; train: Nova 20.6.1 with patches/train on Python 3.6)')
     pa.add_argument('--cycles', type=int, default=10,
                     help='soak cycles of each kind per phase (default 10)')
     pa.add_argument('--no-baseline', action='store_true',

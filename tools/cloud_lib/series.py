@@ -36,6 +36,12 @@ SERIES = {
         # NOTE: no [compute] cpu_dedicated_set and no PCPU resource class
         # before Ussuri: libvirt computes pin from vcpu_pin_set.
         'pcpu': False,
+        # NOTE: the services' release built with patches/train (tools/cloud
+        # patched --series train)
+        'peers': {
+            '20.6.1-patched': {'python': '3.6', 'constraints': 'train.txt',
+                               'release': '20.6.1', 'patches': 'train'},
+        },
     },
     'ussuri': {
         'python': '3.8',
