@@ -187,6 +187,35 @@ class Runner(object):
                 if f['kind'] == 'degraded-fix' and f['host'] == host and
                 fix in json.dumps(f)]
 
+    def shown(self, host, fix, record, at):
+        """``status --all`` and ``damage`` show ``fix`` degraded on host."""
+        periods, _ended, summary = self.wait_status(host, True, fix)
+        record['degraded_s'] = at()
+        record['degraded'] = periods
+        record['summary'] = summary
+        if 'with a degraded fix' not in summary:
+            raise Failed('status --all does not count the degraded host: '
+                         '%s' % summary)
+        findings = self.degraded_findings(host, fix)
+        if not findings or not findings[0].get('repair'):
+            raise Failed('damage names no degraded %s on %s with a repair'
+                         % (fix, host))
+        record['finding'] = findings[0]
+
+    def cleared(self, host, fix, record, at):
+        """Neither shows it any more; the ended period is counted."""
+        _periods, ended, summary = self.wait_status(host, False, fix)
+        record['cleared_s'] = at()
+        record['ended'] = ended
+        record['summary_after'] = summary
+        if not ended.get(fix):
+            raise Failed('the ended %s period is not counted: %s'
+                         % (fix, ended))
+        if self.degraded_findings(host, fix):
+            raise Failed('damage still names the degraded %s on %s'
+                         % (fix, host))
+        record['damage_cleared_s'] = at()
+
     def run(self):
         host = self.computes()[0]
         record = {'host': host}
@@ -199,30 +228,11 @@ class Runner(object):
         try:
             self.restart(host)
             record['restarted_s'] = at()
-            periods, _ended, summary = self.wait_status(host, True)
-            record['degraded_s'] = at()
-            record['degraded'] = periods
-            record['summary'] = summary
-            if 'with a degraded fix' not in summary:
-                raise Failed('status --all does not count the degraded '
-                             'host: %s' % summary)
-            findings = self.degraded_findings(host, FIX)
-            if not findings or not findings[0].get('repair'):
-                raise Failed('damage names no degraded-fix on %s with a '
-                             'repair' % host)
-            record['finding'] = findings[0]
+            self.shown(host, FIX, record, at)
         finally:
             self.disarm(host)
         record['failed_reads'] = self.failed_reads(host)
-        _periods, ended, summary = self.wait_status(host, False)
-        record['cleared_s'] = at()
-        record['ended'] = ended
-        record['summary_after'] = summary
-        if not ended.get(FIX):
-            raise Failed('the ended period is not counted: %s' % ended)
-        if self.degraded_findings(host, FIX):
-            raise Failed('damage still names the degraded fix on %s' % host)
-        record['damage_cleared_s'] = at()
+        self.cleared(host, FIX, record, at)
         record[ROLLBACK_FIX] = self.rollback_wait()
         return record
 
@@ -259,19 +269,7 @@ class Runner(object):
                 if not fired or fired.get('point') != 'driver-rollback':
                     raise Failed('the destination\'s rollback never reached '
                                  'its driver (fault %s)' % fired)
-                periods, _ended, summary = self.wait_status(
-                    dest, True, ROLLBACK_FIX)
-                rec['degraded_s'] = at()
-                rec['degraded'] = periods
-                rec['summary'] = summary
-                if 'with a degraded fix' not in summary:
-                    raise Failed('status --all does not count the degraded '
-                                 'host: %s' % summary)
-                findings = self.degraded_findings(dest, ROLLBACK_FIX)
-                if not findings or not findings[0].get('repair'):
-                    raise Failed('damage names no degraded %s on %s with a '
-                                 'repair' % (ROLLBACK_FIX, dest))
-                rec['finding'] = findings[0]
+                self.shown(dest, ROLLBACK_FIX, rec, at)
             finally:
                 self.disarm(dest)
                 self.resume(dest)
@@ -279,17 +277,7 @@ class Runner(object):
             self.judge(f, books, 'second rollback ended',
                        f.holds(base, source), watch)
             rec['books_late'] = books['late']
-            _periods, ended, summary = self.wait_status(dest, False,
-                                                        ROLLBACK_FIX)
-            rec['cleared_s'] = at()
-            rec['ended'] = ended
-            rec['summary_after'] = summary
-            if not ended.get(ROLLBACK_FIX):
-                raise Failed('the ended %s period is not counted: %s'
-                             % (ROLLBACK_FIX, ended))
-            if self.degraded_findings(dest, ROLLBACK_FIX):
-                raise Failed('damage still names the degraded %s on %s'
-                             % (ROLLBACK_FIX, dest))
+            self.cleared(dest, ROLLBACK_FIX, rec, at)
         except soak_mod.CycleError as e:
             raise Failed(str(e))
         finally:
