@@ -374,14 +374,17 @@ class SourceWindowTracker(object):
 
     def _nrl_reverting(self, instance, migration, nodename):
         """True if ``instance`` is (still) the one ``migration`` reverts."""
-        context_id = (instance.migration_context.migration_id
-                      if instance.migration_context is not None else None)
-        if instance.task_state == task_states.RESIZE_REVERTING:
-            # Not back yet, or back by its first save only.
-            return context_id == migration.id
-        # Both saves done since the migration was read (launched_at set).
-        return (context_id is None and self._nrl_landed(instance, nodename)
-                and instance.launched_at is not None and
+        if instance.migration_context is not None:
+            # Not back yet, or back by finish_revert_resize's first save
+            # only.
+            return (instance.task_state == task_states.RESIZE_REVERTING and
+                    instance.migration_context.migration_id == migration.id)
+        # Back since the migration was read: finish_revert_resize's second
+        # save dropped the migration context and set launched_at. Its last
+        # save, which clears the task state, comes later (after the volume
+        # attachments, a conductor call away): the task state says nothing.
+        return (self._nrl_landed(instance, nodename) and
+                instance.launched_at is not None and
                 migration.updated_at is not None and
                 instance.launched_at >= migration.updated_at)
 

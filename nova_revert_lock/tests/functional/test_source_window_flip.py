@@ -23,8 +23,10 @@ periodic run, by the very writes the other host makes:
 * flip: the migration is saved ``reverted`` and the instance's migration
   context reverted, as the destination's ``revert_resize`` does;
 * return ``first``: ``instance.host``, node and flavor put back in one save
-  (Nova's ``finish_revert_resize`` first save); ``full``: then the
-  migration context dropped and the task state cleared (its last saves).
+  (Nova's ``finish_revert_resize`` first save); ``second``: then the
+  migration context dropped and ``launched_at`` set, in a save that keeps
+  the task state ``resize_reverting`` (its second save); ``full``: then
+  the task state cleared too (its last save).
 
 The revert itself is requested through the API (task state and migration
 status as the API sets them) with the destination's half held back.
@@ -73,7 +75,7 @@ ORDER = ('start', 'after-instances', 'after-migrations', 'in-look-up',
          'after-look-up', 'end')
 #: where the flip may land: the look-up step only matters for the return
 FLIPS = ('start', 'after-instances', 'after-migrations', 'end')
-RETURNS = ('first', 'full')
+RETURNS = ('first', 'second', 'full')
 
 
 class SerializingIndirection(object):
@@ -207,13 +209,24 @@ class FlipProbeMixin(object):
         instance.node = migration.source_node
         instance.save(expected_task_state=[task_states.RESIZE_REVERTING])
 
-    def return_full(self, server_id):
-        """Both saves: back, migration context dropped, task state clear."""
+    def return_second(self, server_id):
+        """Two saves: back, migration context dropped, still reverting.
+
+        Nova's second save drops the migration context and sets
+        ``launched_at`` but keeps the task state; the last one, which
+        clears it, comes after the volume attachments are completed, and
+        in a deployment each save is a conductor call.
+        """
         self.return_first(server_id)
         _ctxt, instance, _migration = self._records(server_id)
         instance.drop_migration_context()
         instance.launched_at = timeutils.utcnow()
         instance.save(expected_task_state=task_states.RESIZE_REVERTING)
+
+    def return_full(self, server_id):
+        """Every save: back, migration context dropped, task state clear."""
+        self.return_second(server_id)
+        _ctxt, instance, _migration = self._records(server_id)
         # Nova's last save: back to the state it had (ACTIVE here).
         instance.vm_state = vm_states.ACTIVE
         instance.task_state = None
@@ -295,7 +308,7 @@ class FlipProbeMixin(object):
         self._wait_migration(server['id'], 'reverting')
         self.stub_out('nova.compute.rpcapi.ComputeAPI.revert_resize',
                       compute_rpcapi.ComputeAPI.revert_resize)
-        ret = self.return_first if ret_kind == 'first' else self.return_full
+        ret = getattr(self, 'return_%s' % ret_kind)
         self.pending = [(flip_step, lambda: self.flip(server['id'])),
                         (ret_step, lambda: ret(server['id']))]
         self.pending.sort(key=lambda p: ORDER.index(p[0]))
@@ -393,7 +406,7 @@ class SourceWindowFlipTest(base.OnFixedWindowNovaMixin,
             (kind, self.probe('start', 'after-look-up', kind,
                               prepare=failed_move))
             for kind in RETURNS)
-        self.assertEqual({'first': 1, 'full': 1}, counted)
+        self.assertEqual(dict((kind, 1) for kind in RETURNS), counted)
 
     def test_failed_look_up_logs_once(self):
         def broken(*args, **kwargs):
