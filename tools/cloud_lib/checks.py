@@ -793,6 +793,13 @@ def sequence(state_dir, series, cycles, tempest_concurrency=2,
                 if label != 'plain' and soak['wrong']:
                     problems.append('soak %s: %d wrong cycles' % (
                         label, soak['wrong']))
+                if label == 'wrapper' and soak['neither_cycles']:
+                    # NOTE: every compute runs source_window: a reverting
+                    # server read on neither host is the window, open.
+                    problems.append(
+                        'soak wrapper: %d reverts read on neither host '
+                        '(the revert window source_window closes)'
+                        % soak['neither_cycles'])
             # NOTE: on libvirt after the rolling switch, when every
             # compute runs the extension
             libvirt_family = (hypervisor == 'libvirt' and mode == 'mixed'
