@@ -44,25 +44,25 @@ SURVEYED_RELEASES = (
 SURVEYED_PATCHES = {
     '20.6.1+patches': (
         'train',
-        '5900c53663a4a4be27af23f89da2cb1417cb3a8d0cbf151de05daea273da0aa2'),
+        '73a79faf6c659d2dfd04a1f10011009353be3afc835d3f6d5a18dc583d2b3f71'),
     '21.1.0+patches': (
         'ussuri',
-        '16cf08533e4516992d885711a204d14ee4218123aeab48b18c52fcc07dbe7fca'),
+        '8a03db0d956ba03059648385b97cbd2a015ae937376b0887eeb46125ef60eddc'),
     '21.2.4+patches': (
         'ussuri-21.2.4',
-        '6b798b0598008b8cd5941f18aa958868f8cbae81f61ab56befa3d92e3b44de0d'),
+        '818d9c91d0b5b9e10a0a15d9a0de51752a3031d373b05c49bf0934dec0228328'),
     '31.3.1+patches': (
         '2025.1',
-        'cf1431f52884f3c12b3df9d48b2e35294ac0abe2562f0772c66681b620b855f8'),
+        'c50003279edc3785bfc2f9d51998c90195b78a3989cf60ee0080ea7681450156'),
     '32.2.1+patches': (
         '2025.2',
-        'be3ec2e703fa18c0edd3e3e92f7c9cd3cf105e13594da1762cde4e1b225b9c7a'),
+        '5ccbbd2bc6cacd2c35be549a59f7713b883bcacc0db622ac7e2cd1614e87cb2a'),
     '33.0.2+patches': (
         '2026.1',
-        'ddf9feb97989af5952547e212e064d0447cca8f1f4cb8ccc275e7d3b749bfff3'),
+        '8fb2abf60cdf02a65d44cbbaeb87a1dbc60dcda53f9632a344679a51b4b7d265'),
     '34.0.0+patches': (
         '2026.2',
-        '4f8d27e8e38f652f90564168378698888165c702aa9db37dab1487e1d70f43d8'),
+        '4ed65162cbbebf2f7b47eb28d4604f95277e66d3d9035f6b162c534b0ff1ba8f'),
 }
 
 #: Where each surveyed release was read from: ``pypi <file> sha256=...``
